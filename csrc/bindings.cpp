@@ -1,0 +1,192 @@
+// pybind11 layer: converts arrays in and out, releases the GIL around core work, and maps core
+// exceptions to Python ones. No index logic lives here; poincare_index/*.py validates types and
+// shapes before calling in.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+
+#include "crc32.h"
+#include "errors.h"
+#include "format.h"
+#include "index.h"
+#include "metric.h"
+
+namespace py = pybind11;
+using namespace poincare;
+
+namespace {
+
+using FloatArray = py::array_t<float, py::array::c_style>;
+using IdArray = py::array_t<std::int64_t, py::array::c_style>;
+
+// Checks the shape promised by the Python layer (a ValueError, never a crash, if it is broken).
+std::size_t rows_of(const FloatArray& x, std::size_t dim, const char* what) {
+  if (x.ndim() != 2 || static_cast<std::size_t>(x.shape(1)) != dim)
+    throw InvalidArgument(std::string(what) + " must have shape (n, " + std::to_string(dim) + ")");
+  return static_cast<std::size_t>(x.shape(0));
+}
+
+std::size_t length_of(const IdArray& ids) {
+  if (ids.ndim() != 1) throw InvalidArgument("ids must be one-dimensional");
+  return static_cast<std::size_t>(ids.shape(0));
+}
+
+template <typename Core>
+void bind_common(py::class_<Core>& cls) {
+  cls.def_property_readonly("dim", &Core::dim)
+      .def_property_readonly("curvature", &Core::curvature)
+      .def_property_readonly("ntotal", &Core::ntotal)
+      .def_property_readonly("slots", &Core::slots)
+      .def_property_readonly("next_auto_id", &Core::next_auto_id)
+      .def_property("num_threads", &Core::num_threads, &Core::set_num_threads)
+      .def("validate_points",
+           [](const Core& self, const FloatArray& x, const std::string& what) {
+             const std::size_t n = rows_of(x, self.dim(), what.c_str());
+             const float* p = x.data();
+             py::gil_scoped_release nogil;
+             self.validate_points(p, n, what.c_str());
+           })
+      .def("validate_new_ids",
+           [](const Core& self, const IdArray& ids) {
+             const std::size_t n = length_of(ids);
+             const std::int64_t* p = ids.data();
+             py::gil_scoped_release nogil;
+             self.validate_new_ids(p, n);
+           })
+      .def("reserve", &Core::reserve, py::call_guard<py::gil_scoped_release>())
+      .def("add",
+           [](Core& self, const FloatArray& x, const IdArray& ids) {
+             const std::size_t n = rows_of(x, self.dim(), "x");
+             if (length_of(ids) != n) throw InvalidArgument("x and ids differ in length");
+             const float* px = x.data();
+             const std::int64_t* pi = ids.data();
+             py::gil_scoped_release nogil;
+             self.add(px, n, pi);
+           })
+      .def("search",
+           [](Core& self, const FloatArray& q, std::size_t k, std::size_t ef) {
+             const std::size_t nq = rows_of(q, self.dim(), "query");
+             py::array_t<float> D({nq, k});
+             py::array_t<std::int64_t> I({nq, k});
+             float* pd = D.mutable_data();
+             std::int64_t* pi = I.mutable_data();
+             const float* pq = q.data();
+             {
+               py::gil_scoped_release nogil;
+               self.search(pq, nq, k, ef, pd, pi);
+             }
+             return py::make_tuple(D, I);
+           })
+      .def("remove",
+           [](Core& self, const IdArray& ids) {
+             const std::size_t n = length_of(ids);
+             const std::int64_t* p = ids.data();
+             py::gil_scoped_release nogil;
+             return self.remove(p, n);
+           })
+      .def("reconstruct",
+           [](const Core& self, std::int64_t id) {
+             py::array_t<float> out(static_cast<py::ssize_t>(self.dim()));
+             self.reconstruct(id, out.mutable_data());
+             return out;
+           })
+      .def("contains", &Core::contains)
+      .def("save", &Core::save, py::call_guard<py::gil_scoped_release>());
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "C++ core of poincare_index (use the poincare_index package, not this module)";
+
+  static py::exception<FormatError> format_error(m, "IndexFormatError", PyExc_ValueError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const InvalidArgument& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const KeyNotFound& e) {
+      PyErr_SetString(PyExc_KeyError, e.what());
+    } catch (const FormatError& e) {
+      PyErr_SetString(format_error.ptr(), e.what());
+    } catch (const IoError& e) {
+      PyErr_SetString(PyExc_OSError, e.what());
+    }
+  });
+
+  py::class_<FlatIndexCore> flat(m, "FlatIndexCore");
+  flat.def(py::init<std::size_t, double, int>(), py::arg("dim"), py::arg("curvature"),
+           py::arg("num_threads"))
+      .def_static("load", &FlatIndexCore::load, py::arg("vectors_path"), py::arg("num_threads"),
+                  py::call_guard<py::gil_scoped_release>());
+  bind_common(flat);
+
+  py::class_<HnswIndexCore> hnsw(m, "HnswIndexCore");
+  hnsw.def(py::init([](std::size_t dim, double curvature, int M, int ef_construction,
+                       std::uint64_t seed, int num_threads) {
+             HnswParams p;
+             p.M = M;
+             p.ef_construction = ef_construction;
+             p.seed = seed;
+             return std::make_unique<HnswIndexCore>(dim, curvature, p, num_threads);
+           }),
+           py::arg("dim"), py::arg("curvature"), py::arg("M"), py::arg("ef_construction"),
+           py::arg("seed"), py::arg("num_threads"))
+      .def_static("load", &HnswIndexCore::load, py::arg("vectors_path"), py::arg("graph_path"),
+                  py::arg("num_threads"), py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("M", [](const HnswIndexCore& s) { return s.params().M; })
+      .def_property_readonly("ef_construction",
+                             [](const HnswIndexCore& s) { return s.params().ef_construction; })
+      .def_property_readonly("seed", [](const HnswIndexCore& s) { return s.params().seed; })
+      .def("neighbors", &HnswIndexCore::neighbors, py::arg("id"), py::arg("level"))
+      .def("check_integrity", [](const HnswIndexCore& s) {
+        const GraphStats st = s.check_integrity();
+        py::dict d;
+        d["nodes"] = st.nodes;
+        d["max_level"] = st.max_level;
+        d["links"] = st.links;
+        d["unreachable"] = st.unreachable;
+        return d;
+      });
+  bind_common(hnsw);
+
+  // Kernels, exposed so tests can hold each fast kernel against its serial reference.
+  m.def("kernel_name", [] { return std::string(metric::kernels().name); });
+  m.def("best_kernel_name", &metric::best_kernel_name);
+  m.def("select_kernels", &metric::select_kernels, py::arg("name"));
+  m.def("l2sq_reference", [](const FloatArray& a, const FloatArray& b) {
+    if (a.size() != b.size()) throw InvalidArgument("vectors differ in length");
+    return metric::l2sq_reference(a.data(), b.data(), static_cast<std::size_t>(a.size()));
+  });
+  m.def("l2sq_fast", [](const FloatArray& a, const FloatArray& b) {
+    if (a.size() != b.size()) throw InvalidArgument("vectors differ in length");
+    return metric::kernels().l2sq(a.data(), b.data(), static_cast<std::size_t>(a.size()));
+  });
+  m.def(
+      "scan_tile",
+      [](const FloatArray& queries, const FloatArray& xs, const std::vector<float>& taus,
+         bool reference) {
+        // queries (nq <= 6, dim), xs (32, dim): returns (rank, err, mask) as computed by the
+        // reference or the selected fast kernel.
+        const std::size_t dim = static_cast<std::size_t>(queries.shape(1));
+        const std::size_t nq = static_cast<std::size_t>(queries.shape(0));
+        if (queries.ndim() != 2 || xs.ndim() != 2 || nq > metric::kMaxTileQueries ||
+            static_cast<std::size_t>(xs.shape(0)) != metric::kTileWidth ||
+            static_cast<std::size_t>(xs.shape(1)) != dim || taus.size() != nq)
+          throw InvalidArgument("scan_tile wants queries (<=6, d), xs (32, d), one tau per query");
+        py::array_t<float> rank({nq, metric::kTileWidth}), err({nq, metric::kTileWidth});
+        std::vector<std::uint32_t> mask(nq);
+        metric::scan_rows(queries.data(), nq, xs.data(), dim, 1.0, taus.data(), reference,
+                          rank.mutable_data(), err.mutable_data(), mask.data());
+        return py::make_tuple(rank, err, mask);
+      },
+      py::arg("queries"), py::arg("xs"), py::arg("taus"), py::arg("reference"));
+  m.def("crc32", [](py::bytes data) {
+    const std::string s = data;
+    return crc32_update(0, s.data(), s.size());
+  });
+  m.attr("FORMAT_VERSION") = format::kVersion;
+  m.attr("BALL_MARGIN") = metric::kBallMargin;
+}

@@ -1,0 +1,19 @@
+// Exact search by a blocked scan of every live point.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "storage.h"
+#include "thread_pool.h"
+
+namespace poincare {
+
+// Writes the k nearest live points of each query by Poincaré distance to D (float32, ascending)
+// and I (ids), padded with +inf / -1. Exact: the float32 scan keeps every point whose error
+// bound could reach the k-th best, and those are re-scored in float64 (write_exact_topk).
+// Queries must be validated points of the storage's dimension.
+void flat_search(const VectorStorage& storage, const float* queries, std::size_t nq, std::size_t k,
+                 ThreadPool& pool, float* D, std::int64_t* I);
+
+}  // namespace poincare

@@ -1,0 +1,484 @@
+#include "hnsw.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "errors.h"
+#include "metric.h"
+
+namespace poincare {
+
+namespace {
+
+inline void prefetch(const void* p) { __builtin_prefetch(p, 0, 3); }
+
+// splitmix64: a well-mixed 64-bit hash, so a level depends only on (seed, slot) and a saved index
+// that grows after loading draws the same levels as one that never stopped.
+inline std::uint64_t mix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Heaps over std::vector: results is a max-heap on rank (worst on top); the frontier stores
+// negated ranks in a max-heap so the nearest unexpanded node is on top.
+inline void heap_push(std::vector<Candidate>& h, Candidate c) {
+  h.push_back(c);
+  std::push_heap(h.begin(), h.end());
+}
+inline void heap_pop(std::vector<Candidate>& h) {
+  std::pop_heap(h.begin(), h.end());
+  h.pop_back();
+}
+
+}  // namespace
+
+void HnswParams::validate() const {
+  if (M < 2 || M > 256) throw InvalidArgument("M must be in [2, 256], got " + std::to_string(M));
+  if (ef_construction < 1)
+    throw InvalidArgument("ef_construction must be >= 1, got " + std::to_string(ef_construction));
+}
+
+HnswGraph::HnswGraph(const HnswParams& params) : params_(params) {
+  params_.validate();
+  level_mult_ = 1.0 / std::log(static_cast<double>(params_.M));
+}
+
+int HnswGraph::draw_level(std::uint32_t slot) const {
+  const std::uint64_t r = mix64(params_.seed ^ mix64(slot));
+  // u in (0, 1]: 53 random bits, never 0, so -log(u) is finite.
+  const double u = (static_cast<double>(r >> 11) + 1.0) * 0x1.0p-53;
+  const int level = static_cast<int>(-std::log(u) * level_mult_);
+  return std::min(level, kMaxLevel);
+}
+
+void HnswGraph::grow(std::size_t n) {
+  const std::size_t old = nodes();
+  if (n <= old) return;
+  levels_.resize(n);
+  level0_.resize(n * level0_stride(), 0);
+  upper_.resize(n);
+  for (std::size_t s = old; s < n; ++s) {
+    const int lv = draw_level(static_cast<std::uint32_t>(s));
+    levels_[s] = static_cast<std::int8_t>(lv);
+    if (lv > 0) upper_[s].assign(static_cast<std::size_t>(lv) * upper_stride(), 0);
+  }
+  if (n > lock_capacity_) {
+    const std::size_t cap = std::max(n, lock_capacity_ * 2);
+    node_locks_.reset(new std::mutex[cap]);
+    lock_capacity_ = cap;
+  }
+}
+
+std::uint32_t* HnswGraph::links_at(std::uint32_t slot, int level) {
+  if (level == 0) return level0_.data() + slot * level0_stride();
+  return upper_[slot].data() + static_cast<std::size_t>(level - 1) * upper_stride();
+}
+const std::uint32_t* HnswGraph::links_at(std::uint32_t slot, int level) const {
+  if (level == 0) return level0_.data() + slot * level0_stride();
+  return upper_[slot].data() + static_cast<std::size_t>(level - 1) * upper_stride();
+}
+
+// Beam search on one level during construction: link lists are copied under their node's lock
+// because other threads may be rewriting them. Leaves the ef nearest in scratch.results.
+void HnswGraph::search_layer_locked(const VectorStorage& storage, const float* x, float ax,
+                                    std::uint32_t entry, int level, std::size_t ef,
+                                    SearchScratch& scratch) {
+  const auto l2sq = metric::kernels().l2sq;
+  const std::size_t dim = storage.dim();
+  scratch.begin(storage.slots());
+  auto& frontier = scratch.frontier;
+  auto& results = scratch.results;
+  const float d0 = l2sq(x, storage.vector(entry), dim) * ax * storage.rank_factor(entry);
+  scratch.mark(entry);
+  heap_push(frontier, {-d0, entry});
+  heap_push(results, {d0, entry});
+  float bound = d0;
+  while (!frontier.empty()) {
+    const Candidate c = frontier.front();
+    if (-c.first > bound && results.size() >= ef) break;
+    heap_pop(frontier);
+    {
+      std::lock_guard<std::mutex> g(node_locks_[c.second]);
+      const std::uint32_t* l = links_at(c.second, level);
+      scratch.links.assign(l + 1, l + 1 + l[0]);
+    }
+    for (std::size_t j = 0; j < scratch.links.size(); ++j) {
+      const std::uint32_t n = scratch.links[j];
+      if (j + 1 < scratch.links.size()) prefetch(storage.vector(scratch.links[j + 1]));
+      if (scratch.seen(n)) continue;
+      scratch.mark(n);
+      const float d = l2sq(x, storage.vector(n), dim) * ax * storage.rank_factor(n);
+      if (results.size() < ef || d < bound) {
+        heap_push(frontier, {-d, n});
+        heap_push(results, {d, n});
+        if (results.size() > ef) heap_pop(results);
+        bound = results.front().first;
+      }
+    }
+  }
+}
+
+// The heuristic of the HNSW paper (Alg. 4 without extension): walk candidates from nearest and
+// keep one only if it is closer to the base than to every neighbour already kept, which spreads
+// links over directions instead of clustering them.
+void HnswGraph::select_neighbors(const VectorStorage& storage, std::vector<Candidate>& candidates,
+                                 std::size_t max_count) const {
+  std::sort(candidates.begin(), candidates.end());
+  if (candidates.size() <= max_count) return;
+  const auto l2sq = metric::kernels().l2sq;
+  const std::size_t dim = storage.dim();
+  std::size_t kept = 0;
+  thread_local std::vector<Candidate> pruned_scratch;
+  pruned_scratch.clear();
+  for (std::size_t i = 0; i < candidates.size() && kept < max_count; ++i) {
+    const Candidate e = candidates[i];
+    const float* ve = storage.vector(e.second);
+    const float ae = storage.rank_factor(e.second);
+    bool good = true;
+    for (std::size_t r = 0; r < kept; ++r) {
+      const std::uint32_t s = candidates[r].second;
+      const float d = l2sq(ve, storage.vector(s), dim) * ae * storage.rank_factor(s);
+      if (d < e.first) {
+        good = false;
+        break;
+      }
+    }
+    if (good) {
+      candidates[kept++] = e;
+    } else {
+      pruned_scratch.push_back(e);
+    }
+  }
+  // Keep pruned connections (the paper's keepPrunedConnections): in a tree-like (hyperbolic)
+  // metric the heuristic alone leaves most nodes with one or two links and no in-links, so
+  // free slots are refilled with the nearest pruned candidates.
+  for (std::size_t i = 0; i < pruned_scratch.size() && kept < max_count; ++i)
+    candidates[kept++] = pruned_scratch[i];
+  candidates.resize(kept);
+}
+
+std::uint32_t HnswGraph::connect(const VectorStorage& storage, std::uint32_t slot, int level,
+                                 SearchScratch& scratch) {
+  auto& selected = scratch.selection;
+  selected.assign(scratch.results.begin(), scratch.results.end());
+  select_neighbors(storage, selected, static_cast<std::size_t>(params_.M));
+  const std::size_t cap = max_links(level);
+  {
+    std::lock_guard<std::mutex> g(node_locks_[slot]);
+    std::uint32_t* l = links_at(slot, level);
+    l[0] = static_cast<std::uint32_t>(selected.size());
+    for (std::size_t i = 0; i < selected.size(); ++i) l[1 + i] = selected[i].second;
+  }
+  const auto l2sq = metric::kernels().l2sq;
+  const std::size_t dim = storage.dim();
+  std::vector<Candidate> pruned;
+  for (const Candidate& c : selected) {
+    const std::uint32_t n = c.second;
+    std::lock_guard<std::mutex> g(node_locks_[n]);
+    std::uint32_t* l = links_at(n, level);
+    const std::uint32_t count = l[0];
+    if (std::find(l + 1, l + 1 + count, slot) != l + 1 + count) continue;
+    if (count < cap) {
+      l[1 + count] = slot;
+      l[0] = count + 1;
+      continue;
+    }
+    // Full list: re-select among the old links and the new node with the same heuristic.
+    const float* vn = storage.vector(n);
+    const float an = storage.rank_factor(n);
+    pruned.clear();
+    pruned.push_back({c.first, slot});
+    for (std::uint32_t i = 0; i < count; ++i) {
+      const std::uint32_t o = l[1 + i];
+      pruned.push_back({l2sq(vn, storage.vector(o), dim) * an * storage.rank_factor(o), o});
+    }
+    select_neighbors(storage, pruned, cap);
+    l[0] = static_cast<std::uint32_t>(pruned.size());
+    for (std::size_t i = 0; i < pruned.size(); ++i) l[1 + i] = pruned[i].second;
+  }
+  return selected.empty() ? kNone : selected.front().second;
+}
+
+void HnswGraph::insert(const VectorStorage& storage, std::uint32_t slot, SearchScratch& scratch) {
+  const int level = levels_[slot];
+  const float* x = storage.vector(slot);
+  const float ax = storage.rank_factor(slot);
+  const auto l2sq = metric::kernels().l2sq;
+  const std::size_t dim = storage.dim();
+
+  // A node that raises the top level keeps the entry lock for its whole insertion, so no other
+  // thread starts from an entry point whose upper links are still being written.
+  std::unique_lock<std::mutex> entry_lock(entry_mutex_);
+  const int top = max_level_;
+  std::uint32_t cur = entry_;
+  if (cur == kNone) {
+    entry_ = slot;
+    max_level_ = level;
+    return;
+  }
+  if (level <= top) entry_lock.unlock();
+
+  float cur_d = l2sq(x, storage.vector(cur), dim) * ax * storage.rank_factor(cur);
+  for (int lv = top; lv > level; --lv) {
+    for (bool changed = true; changed;) {
+      changed = false;
+      std::lock_guard<std::mutex> g(node_locks_[cur]);
+      const std::uint32_t* l = links_at(cur, lv);
+      for (std::uint32_t i = 1; i <= l[0]; ++i) {
+        const std::uint32_t n = l[i];
+        const float d = l2sq(x, storage.vector(n), dim) * ax * storage.rank_factor(n);
+        if (d < cur_d) {
+          cur_d = d;
+          cur = n;
+          changed = true;
+        }
+      }
+    }
+  }
+  for (int lv = std::min(level, top); lv >= 0; --lv) {
+    search_layer_locked(storage, x, ax, cur, lv, static_cast<std::size_t>(params_.ef_construction),
+                        scratch);
+    const std::uint32_t next = connect(storage, slot, lv, scratch);
+    if (next != kNone) cur = next;
+  }
+  if (level > top) {
+    entry_ = slot;
+    max_level_ = level;
+  }
+}
+
+void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t ef,
+                       SearchScratch& scratch, std::vector<Candidate>& out) const {
+  out.clear();
+  if (entry_ == kNone) return;
+  const auto l2sq = metric::kernels().l2sq;
+  const std::size_t dim = storage.dim();
+  // The query's own factor a(q) is common to every candidate, so ranking uses |q - x|^2 a(x).
+  auto rank = [&](std::uint32_t s) {
+    return l2sq(q, storage.vector(s), dim) * storage.rank_factor(s);
+  };
+
+  std::uint32_t cur = entry_;
+  float cur_d = rank(cur);
+  for (int lv = max_level_; lv > 0; --lv) {
+    for (bool changed = true; changed;) {
+      changed = false;
+      const std::uint32_t* l = links_at(cur, lv);
+      for (std::uint32_t i = 1; i <= l[0]; ++i) {
+        const float d = rank(l[i]);
+        if (d < cur_d) {
+          cur_d = d;
+          cur = l[i];
+          changed = true;
+        }
+      }
+    }
+  }
+
+  // Level 0: deleted nodes are walked through but never enter the results, and the beam keeps
+  // going while it holds fewer than ef live results.
+  scratch.begin(storage.slots());
+  auto& frontier = scratch.frontier;
+  auto& results = scratch.results;
+  const std::uint8_t* deleted = storage.deleted_flags();
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  scratch.mark(cur);
+  heap_push(frontier, {-cur_d, cur});
+  if (!deleted[cur]) heap_push(results, {cur_d, cur});
+  float bound = results.empty() ? kInf : cur_d;
+  const std::size_t stride = level0_stride();
+  while (!frontier.empty()) {
+    const Candidate c = frontier.front();
+    if (-c.first > bound && results.size() >= ef) break;
+    heap_pop(frontier);
+    const std::uint32_t* l = level0_.data() + c.second * stride;
+    const std::uint32_t count = l[0];
+    if (count > 0) {
+      prefetch(storage.vector(l[1]));
+      prefetch(scratch.visited.data() + l[1]);
+    }
+    for (std::uint32_t i = 1; i <= count; ++i) {
+      const std::uint32_t n = l[i];
+      if (i < count) {
+        prefetch(storage.vector(l[i + 1]));
+        prefetch(scratch.visited.data() + l[i + 1]);
+      }
+      if (scratch.seen(n)) continue;
+      scratch.mark(n);
+      const float d = rank(n);
+      if (results.size() < ef || d < bound) {
+        heap_push(frontier, {-d, n});
+        prefetch(level0_.data() + frontier.front().second * stride);
+        if (!deleted[n]) {
+          heap_push(results, {d, n});
+          if (results.size() > ef) heap_pop(results);
+        }
+        if (!results.empty()) bound = results.front().first;
+      }
+    }
+  }
+  out.assign(results.begin(), results.end());
+  std::sort(out.begin(), out.end());
+}
+
+std::size_t HnswGraph::repair_connectivity(const VectorStorage& storage, SearchScratch& scratch) {
+  const std::size_t n = nodes();
+  if (n < 2 || entry_ == kNone) return 0;
+  std::vector<std::uint8_t> reached(n, 0);
+  std::vector<std::uint32_t> in_degree(n, 0);
+  for (std::size_t s = 0; s < n; ++s) {
+    const std::uint32_t* l = links_at(static_cast<std::uint32_t>(s), 0);
+    for (std::uint32_t i = 1; i <= l[0]; ++i) ++in_degree[l[i]];
+  }
+  std::vector<std::uint32_t> queue;
+  auto flood = [&](std::uint32_t start) {
+    queue.assign(1, start);
+    reached[start] = 1;
+    for (std::size_t head = 0; head < queue.size(); ++head) {
+      const std::uint32_t* l = links_at(queue[head], 0);
+      for (std::uint32_t i = 1; i <= l[0]; ++i)
+        if (!reached[l[i]]) {
+          reached[l[i]] = 1;
+          queue.push_back(l[i]);
+        }
+    }
+  };
+  flood(entry_);
+  const auto l2sq = metric::kernels().l2sq;
+  const std::size_t dim = storage.dim();
+  const std::size_t cap = max_links(0);
+  std::vector<Candidate> found;
+  std::size_t added = 0;
+  for (std::uint32_t u = 0; u < n; ++u) {
+    if (reached[u]) continue;
+    // Prefer the nearest reachable node with a free slot (u's own out-neighbours first, then
+    // what a beam search finds), so no useful link is displaced.
+    std::uint32_t from = kNone, first_reachable = kNone;
+    auto consider = [&](std::uint32_t v) {
+      if (v == u || !reached[v] || from != kNone) return;
+      if (first_reachable == kNone) first_reachable = v;
+      if (links_at(v, 0)[0] < cap) from = v;
+    };
+    const std::uint32_t* out = links_at(u, 0);
+    for (std::uint32_t i = 1; i <= out[0]; ++i) consider(out[i]);
+    if (from == kNone) {
+      search(storage, storage.vector(u), static_cast<std::size_t>(params_.ef_construction), scratch,
+             found);
+      for (const Candidate& c : found) consider(c.second);
+    }
+    if (from == kNone) from = first_reachable != kNone ? first_reachable : entry_;
+    std::uint32_t* l = links_at(from, 0);
+    if (l[0] < cap) {
+      l[1 + l[0]] = u;
+      ++l[0];
+    } else {
+      // Replace the link whose target has the most other in-links (ties: the farthest).
+      std::uint32_t best = 1;
+      float best_d = -1.0f;
+      for (std::uint32_t i = 1; i <= l[0]; ++i) {
+        if (in_degree[l[i]] < in_degree[l[best]]) continue;
+        const float d =
+            l2sq(storage.vector(from), storage.vector(l[i]), dim) * storage.rank_factor(l[i]);
+        if (in_degree[l[i]] > in_degree[l[best]] || d > best_d) {
+          best = i;
+          best_d = d;
+        }
+      }
+      const std::uint32_t dropped = l[best];
+      --in_degree[dropped];
+      l[best] = u;
+      // Keep the dropped node reachable through u when it had no other in-link.
+      std::uint32_t* lu = links_at(u, 0);
+      if (in_degree[dropped] == 0 && lu[0] < cap &&
+          std::find(lu + 1, lu + 1 + lu[0], dropped) == lu + 1 + lu[0]) {
+        lu[1 + lu[0]] = dropped;
+        ++lu[0];
+        ++in_degree[dropped];
+      }
+    }
+    ++in_degree[u];
+    ++added;
+    flood(u);
+  }
+  return added;
+}
+
+GraphStats HnswGraph::check_integrity() const {
+  GraphStats st;
+  const std::size_t n = nodes();
+  st.nodes = n;
+  st.max_level = max_level_;
+  if (n == 0) {
+    if (entry_ != kNone || max_level_ != -1) throw FormatError("empty graph with an entry point");
+    return st;
+  }
+  if (entry_ >= n) throw FormatError("entry point " + std::to_string(entry_) + " out of range");
+  if (levels_[entry_] != max_level_) throw FormatError("entry point is not on the top level");
+  std::vector<std::uint64_t> seen_mark(n, UINT64_MAX);
+  for (std::size_t s = 0; s < n; ++s) {
+    const int lv = levels_[s];
+    if (lv < 0 || lv > max_level_)
+      throw FormatError("node " + std::to_string(s) + " has level " + std::to_string(lv) +
+                        " outside [0, " + std::to_string(max_level_) + "]");
+    if (upper_[s].size() != static_cast<std::size_t>(lv) * upper_stride())
+      throw FormatError("node " + std::to_string(s) + " has a wrong number of upper link lists");
+    for (int l = 0; l <= lv; ++l) {
+      const std::uint32_t* links = links_at(static_cast<std::uint32_t>(s), l);
+      if (links[0] > max_links(l))
+        throw FormatError("node " + std::to_string(s) + " level " + std::to_string(l) + " has " +
+                          std::to_string(links[0]) + " links, more than " +
+                          std::to_string(max_links(l)));
+      const std::uint64_t tag =
+          static_cast<std::uint64_t>(s) * (kMaxLevel + 1) + static_cast<std::uint64_t>(l);
+      for (std::uint32_t i = 1; i <= links[0]; ++i) {
+        const std::uint32_t t = links[i];
+        if (t >= n || t == s || levels_[t] < l)
+          throw FormatError("node " + std::to_string(s) + " level " + std::to_string(l) +
+                            " has an invalid link to " + std::to_string(t));
+        if (seen_mark[t] == tag)
+          throw FormatError("node " + std::to_string(s) + " links twice to " + std::to_string(t));
+        seen_mark[t] = tag;
+      }
+      st.links += links[0];
+    }
+  }
+  // Reachability on level 0 from the entry point (breadth-first).
+  std::vector<std::uint8_t> reached(n, 0);
+  std::vector<std::uint32_t> queue{entry_};
+  reached[entry_] = 1;
+  for (std::size_t head = 0; head < queue.size(); ++head) {
+    const std::uint32_t* l = links_at(queue[head], 0);
+    for (std::uint32_t i = 1; i <= l[0]; ++i)
+      if (!reached[l[i]]) {
+        reached[l[i]] = 1;
+        queue.push_back(l[i]);
+      }
+  }
+  st.unreachable = n - queue.size();
+  return st;
+}
+
+std::unique_ptr<HnswGraph> HnswGraph::restore(const HnswParams& params,
+                                              std::vector<std::int8_t> levels,
+                                              std::vector<std::uint32_t> level0,
+                                              std::vector<std::vector<std::uint32_t>> upper,
+                                              std::uint32_t entry, int max_level) {
+  auto g = std::make_unique<HnswGraph>(params);
+  const std::size_t n = levels.size();
+  if (level0.size() != n * g->level0_stride() || upper.size() != n)
+    throw FormatError("graph arrays disagree in length");
+  g->levels_ = std::move(levels);
+  g->level0_ = std::move(level0);
+  g->upper_ = std::move(upper);
+  g->entry_ = entry;
+  g->max_level_ = max_level;
+  g->node_locks_.reset(new std::mutex[std::max<std::size_t>(n, 1)]);
+  g->lock_capacity_ = std::max<std::size_t>(n, 1);
+  return g;
+}
+
+}  // namespace poincare

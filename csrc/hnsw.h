@@ -1,0 +1,110 @@
+// HNSW graph (Malkov & Yashunin 2018) over a VectorStorage, navigated by the Poincaré ranking
+// quantity delta = |u - v|^2 a(u) a(v), with the neighbour-selection heuristic.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "scratch.h"
+#include "storage.h"
+
+namespace poincare {
+
+struct HnswParams {
+  int M = 16;                 // links per node on upper levels; 2*M on level 0
+  int ef_construction = 200;  // beam width while inserting
+  std::uint64_t seed = 0;     // level draws are a pure function of (seed, slot)
+
+  void validate() const;  // throws InvalidArgument
+};
+
+// Counters of a structural check (see HnswGraph::check_integrity).
+struct GraphStats {
+  std::size_t nodes = 0;
+  int max_level = -1;
+  std::size_t links = 0;
+  std::size_t unreachable = 0;  // nodes not reachable from the entry point on level 0
+};
+
+class HnswGraph {
+ public:
+  static constexpr std::uint32_t kNone = UINT32_MAX;
+  static constexpr int kMaxLevel = 32;
+
+  explicit HnswGraph(const HnswParams& params);
+
+  const HnswParams& params() const { return params_; }
+  std::size_t nodes() const { return levels_.size(); }
+  int max_level() const { return max_level_; }
+  std::uint32_t entry_point() const { return entry_; }
+  int level(std::uint32_t slot) const { return levels_[slot]; }
+
+  // Makes room for slots [nodes(), n) with their levels drawn; no concurrent calls.
+  void grow(std::size_t n);
+
+  // Links `slot` (already grown, vector in storage) into the graph. Safe to call from several
+  // threads at once for different slots; not concurrently with search().
+  void insert(const VectorStorage& storage, std::uint32_t slot, SearchScratch& scratch);
+
+  // The (up to) ef best non-deleted slots for query q by rank quantity |q - x|^2 a(x), ascending,
+  // written to `out`. ef >= 1.
+  void search(const VectorStorage& storage, const float* q, std::size_t ef, SearchScratch& scratch,
+              std::vector<Candidate>& out) const;
+
+  // Makes every node reachable from the entry point on level 0: each unreachable node gets an
+  // in-link from its nearest reachable node (its own nearest out-neighbour that is reachable,
+  // else the nearest a beam search finds), replacing that node's most redundant link when its
+  // list is full. Near the boundary of the ball, points far from everything are pruned from
+  // every full list and would otherwise never be found. Returns the links added. Not
+  // concurrent with insert() or search().
+  std::size_t repair_connectivity(const VectorStorage& storage, SearchScratch& scratch);
+
+  // Throws FormatError if a link or level is out of range, a list overflows, a node links to
+  // itself or twice to one node, or the entry point is wrong; returns counters otherwise.
+  GraphStats check_integrity() const;
+
+  // ---- raw access for the file format ----
+  std::size_t level0_stride() const { return 1 + 2 * static_cast<std::size_t>(params_.M); }
+  std::size_t upper_stride() const { return 1 + static_cast<std::size_t>(params_.M); }
+  const std::vector<std::uint32_t>& level0_links() const { return level0_; }
+  const std::vector<std::uint32_t>& upper_links(std::uint32_t slot) const { return upper_[slot]; }
+  const std::vector<std::int8_t>& levels() const { return levels_; }
+  // Rebuilds a graph from saved arrays; call check_integrity() before trusting it.
+  static std::unique_ptr<HnswGraph> restore(const HnswParams& params,
+                                            std::vector<std::int8_t> levels,
+                                            std::vector<std::uint32_t> level0,
+                                            std::vector<std::vector<std::uint32_t>> upper,
+                                            std::uint32_t entry, int max_level);
+
+ private:
+  std::uint32_t* links_at(std::uint32_t slot, int level);
+  const std::uint32_t* links_at(std::uint32_t slot, int level) const;
+  std::size_t max_links(int level) const {
+    return level == 0 ? 2 * static_cast<std::size_t>(params_.M)
+                      : static_cast<std::size_t>(params_.M);
+  }
+  int draw_level(std::uint32_t slot) const;
+  void select_neighbors(const VectorStorage& storage, std::vector<Candidate>& candidates,
+                        std::size_t max_count) const;
+  std::uint32_t connect(const VectorStorage& storage, std::uint32_t slot, int level,
+                        SearchScratch& scratch);
+  void search_layer_locked(const VectorStorage& storage, const float* x, float ax,
+                           std::uint32_t entry, int level, std::size_t ef, SearchScratch& scratch);
+
+  HnswParams params_;
+  double level_mult_;
+  std::vector<std::int8_t> levels_;
+  std::vector<std::uint32_t> level0_;              // per slot: [count, 2M links]
+  std::vector<std::vector<std::uint32_t>> upper_;  // per slot: levels x [count, M links]
+  std::unique_ptr<std::mutex[]> node_locks_;
+  std::size_t lock_capacity_ = 0;
+  std::mutex entry_mutex_;
+  std::uint32_t entry_ = kNone;
+  int max_level_ = -1;
+};
+
+}  // namespace poincare

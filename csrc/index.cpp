@@ -1,0 +1,204 @@
+#include "index.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "errors.h"
+#include "flat.h"
+#include "format.h"
+#include "metric.h"
+#include "topk.h"
+
+namespace poincare {
+
+IndexCore::IndexCore(std::size_t dim, double curvature, int num_threads)
+    : storage_(dim, curvature) {
+  set_num_threads(num_threads);
+}
+
+std::size_t IndexCore::ntotal() const {
+  std::shared_lock<std::shared_mutex> g(rw_);
+  return storage_.live();
+}
+std::size_t IndexCore::slots() const {
+  std::shared_lock<std::shared_mutex> g(rw_);
+  return storage_.slots();
+}
+std::int64_t IndexCore::next_auto_id() const {
+  std::shared_lock<std::shared_mutex> g(rw_);
+  return std::max<std::int64_t>(static_cast<std::int64_t>(storage_.live()),
+                                storage_.id_high_water());
+}
+int IndexCore::num_threads() const { return pool_->size(); }
+
+void IndexCore::set_num_threads(int n) {
+  if (n < 1) throw InvalidArgument("num_threads must be >= 1, got " + std::to_string(n));
+  std::lock_guard<std::mutex> g(pool_mutex_);
+  pool_ = std::make_unique<ThreadPool>(n);
+}
+
+template <typename Fn>
+void IndexCore::run_parallel(std::size_t n_tasks, const Fn& fn) {
+  std::lock_guard<std::mutex> g(pool_mutex_);
+  pool_->parallel_for(n_tasks, fn);
+}
+
+void IndexCore::validate_points(const float* x, std::size_t n, const char* what) const {
+  metric::validate_points(x, n, storage_.dim(), storage_.curvature(), what);
+}
+
+void IndexCore::validate_new_ids(const std::int64_t* ids, std::size_t n) const {
+  std::shared_lock<std::shared_mutex> g(rw_);
+  storage_.check_new_ids(ids, n);
+}
+
+void IndexCore::reserve(std::size_t n_more) {
+  std::unique_lock<std::shared_mutex> g(rw_);
+  storage_.reserve(storage_.slots() + n_more);
+}
+
+void IndexCore::add(const float* x, std::size_t n, const std::int64_t* ids) {
+  validate_points(x, n, "x");
+  std::unique_lock<std::shared_mutex> g(rw_);
+  storage_.check_new_ids(ids, n);
+  const std::size_t first = storage_.append(x, n, ids);
+  insert_slots(first, n);
+}
+
+void IndexCore::search(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
+                       float* D, std::int64_t* I) {
+  if (k == 0) throw InvalidArgument("k must be >= 1");
+  if (ef == 0) throw InvalidArgument("ef must be >= 1");
+  validate_points(queries, nq, "query");
+  std::shared_lock<std::shared_mutex> g(rw_);
+  search_validated(queries, nq, k, ef, D, I);
+}
+
+std::size_t IndexCore::remove(const std::int64_t* ids, std::size_t n) {
+  std::unique_lock<std::shared_mutex> g(rw_);
+  std::size_t removed = 0;
+  for (std::size_t i = 0; i < n; ++i) removed += storage_.remove(ids[i]) ? 1 : 0;
+  return removed;
+}
+
+void IndexCore::reconstruct(std::int64_t id, float* out) const {
+  std::shared_lock<std::shared_mutex> g(rw_);
+  const std::int64_t slot = storage_.find(id);
+  if (slot < 0) throw KeyNotFound("id " + std::to_string(id) + " is not in the index");
+  const float* v = storage_.vector(static_cast<std::size_t>(slot));
+  std::copy(v, v + storage_.dim(), out);
+}
+
+bool IndexCore::contains(std::int64_t id) const {
+  std::shared_lock<std::shared_mutex> g(rw_);
+  return storage_.find(id) >= 0;
+}
+
+void IndexCore::save(const std::string& vectors_path, const std::string&) const {
+  std::shared_lock<std::shared_mutex> g(rw_);
+  format::write_vectors(vectors_path, storage_);
+}
+
+// ---- flat -------------------------------------------------------------------------------------
+
+FlatIndexCore::FlatIndexCore(std::size_t dim, double curvature, int num_threads)
+    : IndexCore(dim, curvature, num_threads) {}
+
+std::unique_ptr<FlatIndexCore> FlatIndexCore::load(const std::string& vectors_path,
+                                                   int num_threads) {
+  VectorStorage s = format::read_vectors(vectors_path);
+  auto idx = std::make_unique<FlatIndexCore>(s.dim(), s.curvature(), num_threads);
+  idx->storage_ = std::move(s);
+  return idx;
+}
+
+void FlatIndexCore::search_validated(const float* queries, std::size_t nq, std::size_t k,
+                                     std::size_t, float* D, std::int64_t* I) {
+  std::lock_guard<std::mutex> g(pool_mutex_);
+  flat_search(storage_, queries, nq, k, *pool_, D, I);
+}
+
+// ---- HNSW -------------------------------------------------------------------------------------
+
+HnswIndexCore::HnswIndexCore(std::size_t dim, double curvature, const HnswParams& params,
+                             int num_threads)
+    : IndexCore(dim, curvature, num_threads), graph_(std::make_unique<HnswGraph>(params)) {}
+
+std::unique_ptr<HnswIndexCore> HnswIndexCore::load(const std::string& vectors_path,
+                                                   const std::string& graph_path, int num_threads) {
+  VectorStorage s = format::read_vectors(vectors_path);
+  auto graph = format::read_graph(graph_path, s.slots());
+  auto idx = std::make_unique<HnswIndexCore>(s.dim(), s.curvature(), graph->params(), num_threads);
+  idx->storage_ = std::move(s);
+  idx->graph_ = std::move(graph);
+  return idx;
+}
+
+GraphStats HnswIndexCore::check_integrity() const {
+  std::shared_lock<std::shared_mutex> g(rw_);
+  if (graph_->nodes() != storage_.slots())
+    throw FormatError("graph and storage disagree on the number of points");
+  return graph_->check_integrity();
+}
+
+std::vector<std::int64_t> HnswIndexCore::neighbors(std::int64_t id, int level) const {
+  std::shared_lock<std::shared_mutex> g(rw_);
+  const std::int64_t slot = storage_.find(id);
+  if (slot < 0) throw KeyNotFound("id " + std::to_string(id) + " is not in the index");
+  std::vector<std::int64_t> out;
+  if (level < 0 || level > graph_->level(static_cast<std::uint32_t>(slot))) return out;
+  const std::uint32_t* l = level == 0
+                               ? graph_->level0_links().data() + slot * graph_->level0_stride()
+                               : graph_->upper_links(static_cast<std::uint32_t>(slot)).data() +
+                                     static_cast<std::size_t>(level - 1) * graph_->upper_stride();
+  for (std::uint32_t i = 1; i <= l[0]; ++i) out.push_back(storage_.id(l[i]));
+  return out;
+}
+
+void HnswIndexCore::save(const std::string& vectors_path, const std::string& graph_path) const {
+  std::shared_lock<std::shared_mutex> g(rw_);
+  format::write_vectors(vectors_path, storage_);
+  format::write_graph(graph_path, *graph_);
+}
+
+void HnswIndexCore::insert_slots(std::size_t first, std::size_t n) {
+  graph_->grow(first + n);
+  run_parallel(n, [&](std::size_t i, int) {
+    ScratchGuard scratch(scratch_);
+    graph_->insert(storage_, static_cast<std::uint32_t>(first + i), *scratch);
+  });
+  ScratchGuard scratch(scratch_);
+  graph_->repair_connectivity(storage_, *scratch);
+}
+
+void HnswIndexCore::search_validated(const float* queries, std::size_t nq, std::size_t k,
+                                     std::size_t ef, float* D, std::int64_t* I) {
+  const std::size_t dim = storage_.dim();
+  const double c = storage_.curvature();
+  // Finalists: the k best by the float32 rank plus any within its rounding of the k-th, so
+  // the exact float64 pass decides near-ties.
+  const double tol = 2.0 * ((static_cast<double>(dim) + 8.0) * 0x1.0p-24 + 0x1.0p-21);
+  auto one = [&](std::size_t qi) {
+    ScratchGuard scratch(scratch_);
+    thread_local std::vector<Candidate> found;
+    thread_local std::vector<std::uint32_t> finalists;
+    const float* q = queries + qi * dim;
+    graph_->search(storage_, q, std::max(ef, k), *scratch, found);
+    finalists.clear();
+    const double limit = found.size() > k ? found[k - 1].first * (1.0 + tol) : 0.0;
+    for (std::size_t i = 0; i < found.size(); ++i) {
+      if (i >= k && found[i].first > limit) break;
+      finalists.push_back(found[i].second);
+    }
+    const double a_q = metric::conformal_factor(metric::sq_norm_exact(q, dim), c);
+    write_exact_topk(storage_, q, a_q, finalists, k, D + qi * k, I + qi * k);
+  };
+  if (nq == 1) {
+    one(0);  // single queries run on the caller's thread: concurrent callers don't serialise
+    return;
+  }
+  run_parallel(nq, [&](std::size_t qi, int) { one(qi); });
+}
+
+}  // namespace poincare

@@ -1,0 +1,100 @@
+// The two indexes the bindings expose: storage + search structure + thread pool + locking.
+// Every entry point validates its input before changing anything (a failed call changes nothing).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "hnsw.h"
+#include "scratch.h"
+#include "storage.h"
+#include "thread_pool.h"
+
+namespace poincare {
+
+class IndexCore {
+ public:
+  IndexCore(std::size_t dim, double curvature, int num_threads);
+  virtual ~IndexCore() = default;
+  IndexCore(const IndexCore&) = delete;
+  IndexCore& operator=(const IndexCore&) = delete;
+
+  std::size_t dim() const { return storage_.dim(); }
+  double curvature() const { return storage_.curvature(); }
+  std::size_t ntotal() const;
+  std::size_t slots() const;
+  // The id add() would give the next row: max(ntotal, 1 + largest id ever stored).
+  std::int64_t next_auto_id() const;
+  int num_threads() const;
+  void set_num_threads(int n);
+
+  // Throws InvalidArgument naming the first bad row / id; changes nothing.
+  void validate_points(const float* x, std::size_t n, const char* what) const;
+  void validate_new_ids(const std::int64_t* ids, std::size_t n) const;
+  // Pre-allocates room for n more points.
+  void reserve(std::size_t n_more);
+  // Validates, then adds n points with the given ids. All or nothing.
+  void add(const float* x, std::size_t n, const std::int64_t* ids);
+  // k nearest per query (D float32 ascending, I ids; +inf / -1 padding). ef: beam width (HNSW).
+  void search(const float* queries, std::size_t nq, std::size_t k, std::size_t ef, float* D,
+              std::int64_t* I);
+  // Marks ids deleted; unknown ids are ignored. Returns how many were removed.
+  std::size_t remove(const std::int64_t* ids, std::size_t n);
+  // Copies the stored vector of `id` to out; KeyNotFound if unknown.
+  void reconstruct(std::int64_t id, float* out) const;
+  bool contains(std::int64_t id) const;
+
+  // Writes the vectors file (and the graph file for HNSW) under a shared lock.
+  virtual void save(const std::string& vectors_path, const std::string& graph_path) const;
+
+ protected:
+  virtual void insert_slots(std::size_t first, std::size_t n) = 0;
+  virtual void search_validated(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
+                                float* D, std::int64_t* I) = 0;
+  template <typename Fn>
+  void run_parallel(std::size_t n_tasks, const Fn& fn);
+
+  VectorStorage storage_;
+  mutable std::shared_mutex rw_;  // adds/removes exclusive, searches shared
+  std::mutex pool_mutex_;         // one parallel_for at a time on the pool
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+class FlatIndexCore final : public IndexCore {
+ public:
+  FlatIndexCore(std::size_t dim, double curvature, int num_threads);
+  static std::unique_ptr<FlatIndexCore> load(const std::string& vectors_path, int num_threads);
+
+ protected:
+  void insert_slots(std::size_t, std::size_t) override {}
+  void search_validated(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
+                        float* D, std::int64_t* I) override;
+};
+
+class HnswIndexCore final : public IndexCore {
+ public:
+  HnswIndexCore(std::size_t dim, double curvature, const HnswParams& params, int num_threads);
+  static std::unique_ptr<HnswIndexCore> load(const std::string& vectors_path,
+                                             const std::string& graph_path, int num_threads);
+  const HnswParams& params() const { return graph_->params(); }
+  GraphStats check_integrity() const;
+  // Ids linked from `id` on `level` (empty above the node's level); KeyNotFound if unknown.
+  std::vector<std::int64_t> neighbors(std::int64_t id, int level) const;
+  void save(const std::string& vectors_path, const std::string& graph_path) const override;
+
+ protected:
+  void insert_slots(std::size_t first, std::size_t n) override;
+  void search_validated(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
+                        float* D, std::int64_t* I) override;
+
+ private:
+  std::unique_ptr<HnswGraph> graph_;
+  ScratchPool scratch_;
+};
+
+}  // namespace poincare

@@ -1,0 +1,73 @@
+// Per-search working memory (visited marks, heaps) recycled across searches and threads.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+namespace poincare {
+
+// (rank quantity, slot)
+using Candidate = std::pair<float, std::uint32_t>;
+
+struct SearchScratch {
+  // visited[slot] == epoch marks slot as seen in the current search; bumping the epoch clears
+  // all marks in O(1) (a full reset only when the 16-bit counter wraps).
+  std::vector<std::uint16_t> visited;
+  std::uint16_t epoch = 0;
+  std::vector<Candidate> frontier;   // min-heap by rank (stored negated in a max-heap)
+  std::vector<Candidate> results;    // max-heap by rank, at most ef entries
+  std::vector<std::uint32_t> links;  // copy of a link list read under its lock
+  std::vector<Candidate> selection;
+
+  void begin(std::size_t n_slots) {
+    if (visited.size() < n_slots) visited.resize(n_slots + n_slots / 4 + 1024, 0);
+    if (++epoch == 0) {
+      std::fill(visited.begin(), visited.end(), 0);
+      epoch = 1;
+    }
+    frontier.clear();
+    results.clear();
+  }
+  bool seen(std::uint32_t slot) const { return visited[slot] == epoch; }
+  void mark(std::uint32_t slot) { visited[slot] = epoch; }
+};
+
+// A free list of SearchScratch shared by every thread that searches or inserts in one index.
+class ScratchPool {
+ public:
+  std::unique_ptr<SearchScratch> acquire() {
+    std::lock_guard<std::mutex> g(mutex_);
+    if (free_.empty()) return std::make_unique<SearchScratch>();
+    auto s = std::move(free_.back());
+    free_.pop_back();
+    return s;
+  }
+  void release(std::unique_ptr<SearchScratch> s) {
+    std::lock_guard<std::mutex> g(mutex_);
+    free_.push_back(std::move(s));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<SearchScratch>> free_;
+};
+
+// Borrows a scratch for the lifetime of the guard.
+class ScratchGuard {
+ public:
+  explicit ScratchGuard(ScratchPool& pool) : pool_(pool), scratch_(pool.acquire()) {}
+  ~ScratchGuard() { pool_.release(std::move(scratch_)); }
+  SearchScratch& operator*() { return *scratch_; }
+  SearchScratch* operator->() { return scratch_.get(); }
+
+ private:
+  ScratchPool& pool_;
+  std::unique_ptr<SearchScratch> scratch_;
+};
+
+}  // namespace poincare

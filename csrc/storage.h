@@ -1,0 +1,78 @@
+// Vector storage: float32 coordinates, per-point cached factors, the id <-> slot map, deletions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+namespace poincare {
+
+class VectorStorage {
+ public:
+  VectorStorage(std::size_t dim, double curvature);
+
+  std::size_t dim() const { return dim_; }
+  double curvature() const { return curvature_; }
+  // Slots in use, deleted ones included; slot order is insertion order.
+  std::size_t slots() const { return ids_.size(); }
+  // Points not deleted.
+  std::size_t live() const { return live_; }
+  // 1 + the largest id ever stored (0 when empty); add() assigns ids from max(live, this).
+  std::int64_t id_high_water() const { return id_high_water_; }
+
+  void reserve(std::size_t n_slots);
+
+  // Throws InvalidArgument naming the first id that is -1 (reserved for "no result"), repeated
+  // within `ids`, or already live in the storage.
+  void check_new_ids(const std::int64_t* ids, std::size_t n) const;
+
+  // Appends n validated rows with fresh ids (see check_new_ids) and returns the first new slot.
+  std::size_t append(const float* x, std::size_t n, const std::int64_t* ids);
+
+  const float* vector(std::size_t slot) const { return vectors_.data() + slot * dim_; }
+  const float* vectors() const { return vectors_.data(); }
+  // a(x) = 1/(1 - c|x|^2) rounded to float32: the ranking factor.
+  float rank_factor(std::size_t slot) const { return rank_factor_[slot]; }
+  const float* rank_factors() const { return rank_factor_.data(); }
+  // a(x) in float64: the reporting factor.
+  double factor(std::size_t slot) const { return factor_[slot]; }
+  double sq_norm(std::size_t slot) const { return sq_norm_[slot]; }
+  // |x| rounded to float32 (used by the flat scan's error bound).
+  const float* norms() const { return norm_.data(); }
+  const float* sq_norms32() const { return sq_norm32_.data(); }
+  std::int64_t id(std::size_t slot) const { return ids_[slot]; }
+  const std::int64_t* ids() const { return ids_.data(); }
+  bool is_deleted(std::size_t slot) const { return deleted_[slot] != 0; }
+  const std::uint8_t* deleted_flags() const { return deleted_.data(); }
+
+  // The live slot holding `id`, or -1.
+  std::int64_t find(std::int64_t id) const;
+  // Marks the point deleted; returns false if `id` was not live.
+  bool remove(std::int64_t id);
+
+  // Rebuilds a storage from saved columns (ids, deletion flags, vectors); factors are recomputed
+  // from the float32 coordinates, so they are bit-identical to the ones before saving.
+  static VectorStorage restore(std::size_t dim, double curvature, std::vector<float> vectors,
+                               std::vector<std::int64_t> ids, std::vector<std::uint8_t> deleted,
+                               std::int64_t id_high_water);
+
+ private:
+  void compute_factors(std::size_t first_slot);
+
+  std::size_t dim_;
+  double curvature_;
+  std::vector<float> vectors_;
+  std::vector<float> rank_factor_;
+  std::vector<double> factor_;
+  std::vector<double> sq_norm_;
+  std::vector<float> sq_norm32_;
+  std::vector<float> norm_;
+  std::vector<std::int64_t> ids_;
+  std::vector<std::uint8_t> deleted_;
+  std::unordered_map<std::int64_t, std::uint32_t> slot_of_id_;  // live ids only
+  std::size_t live_ = 0;
+  std::int64_t id_high_water_ = 0;
+};
+
+}  // namespace poincare

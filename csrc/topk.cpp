@@ -1,0 +1,33 @@
+#include "topk.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "metric.h"
+
+namespace poincare {
+
+void write_exact_topk(const VectorStorage& storage, const float* q, double a_q,
+                      std::vector<std::uint32_t>& slots, std::size_t k, float* D, std::int64_t* I) {
+  const std::size_t dim = storage.dim();
+  const double c = storage.curvature();
+  std::vector<std::pair<double, std::int64_t>> exact;
+  exact.reserve(slots.size());
+  for (const std::uint32_t s : slots) {
+    const double delta = metric::l2sq_exact(q, storage.vector(s), dim) * a_q * storage.factor(s);
+    exact.emplace_back(delta, storage.id(s));
+  }
+  const std::size_t keep = std::min(k, exact.size());
+  std::partial_sort(exact.begin(), exact.begin() + static_cast<std::ptrdiff_t>(keep), exact.end());
+  for (std::size_t i = 0; i < keep; ++i) {
+    D[i] = static_cast<float>(metric::distance_from_delta(exact[i].first, c));
+    I[i] = exact[i].second;
+  }
+  for (std::size_t i = keep; i < k; ++i) {
+    D[i] = std::numeric_limits<float>::infinity();
+    I[i] = -1;
+  }
+}
+
+}  // namespace poincare

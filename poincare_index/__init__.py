@@ -1,0 +1,38 @@
+"""poincare_index: a time-aware hyperbolic vector index (Poincaré ball), FAISS-style API.
+
+>>> import numpy as np, poincare_index as pi
+>>> index = pi.PoincareIndex(dim=8)
+>>> index.add(pi.project(np.random.default_rng(0).normal(size=(100, 8)) * 0.1))
+>>> D, I = index.search(index.reconstruct(3).reshape(1, -1), k=5)
+"""
+
+from __future__ import annotations
+
+from . import _core
+from ._core import IndexFormatError
+from .geometry import BALL_MARGIN, depth, distance, expmap0, logmap0, project
+from .index import PoincareFlatIndex, PoincareIndex
+from .io import read_index, write_index
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "PoincareIndex",
+    "PoincareFlatIndex",
+    "write_index",
+    "read_index",
+    "IndexFormatError",
+    "distance",
+    "depth",
+    "expmap0",
+    "logmap0",
+    "project",
+    "BALL_MARGIN",
+    "kernel_name",
+    "__version__",
+]
+
+
+def kernel_name() -> str:
+    """The SIMD kernel family chosen for this CPU at import ("avx512", "avx2" or "portable")."""
+    return str(_core.kernel_name())

@@ -1,0 +1,71 @@
+"""Input checks shared by the public API: the right exception, naming what was wrong and where."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+
+def as_matrix(x: Any, dim: int, name: str) -> NDArray[np.float32]:
+    """A C-contiguous float32 (n, dim) copy/view of ``x``; TypeError/ValueError otherwise.
+
+    Finite values and ball membership are checked by the core on the float32 values as stored.
+    """
+    if isinstance(x, (str, bytes)):
+        raise TypeError(f"{name} must be a numeric array, got {type(x).__name__}")
+    try:
+        arr = np.asarray(x)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{name} is not a rectangular numeric array: {exc}") from None
+    if arr.dtype.kind not in "fiu":
+        raise TypeError(f"{name} must be a numeric (float or int) array, got dtype {arr.dtype}")
+    if arr.ndim != 2:
+        raise ValueError(
+            f"{name} must be 2-dimensional (n, {dim}), got shape {arr.shape}"
+            + ("; use x.reshape(1, -1) for a single vector" if arr.ndim == 1 else "")
+        )
+    if arr.shape[1] != dim:
+        raise ValueError(f"{name} has dimension {arr.shape[1]}, the index has dimension {dim}")
+    with np.errstate(over="ignore"):  # overflow to inf is reported by the core as Inf
+        return np.ascontiguousarray(arr, dtype=np.float32)
+
+
+def as_ids(ids: Any, name: str = "ids") -> NDArray[np.int64]:
+    """A 1-D int64 array of ids; TypeError for non-integers, ValueError for out-of-range ones."""
+    if isinstance(ids, (str, bytes)):
+        raise TypeError(f"{name} must be integers, got {type(ids).__name__}")
+    if isinstance(ids, numbers.Integral) and not isinstance(ids, bool):
+        ids = [ids]
+    arr = np.asarray(ids)
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be integers, got dtype {arr.dtype}")
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-dimensional, got shape {arr.shape}")
+    if arr.dtype.kind == "u" and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
+        raise ValueError(f"{name} holds a value above the int64 range")
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def as_id(value: Any, name: str = "id") -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
+    v = int(value)
+    if not (np.iinfo(np.int64).min <= v <= np.iinfo(np.int64).max):
+        raise KeyError(f"id {v} is outside the int64 range")
+    return v
+
+
+def as_positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
+    v = int(value)
+    if v < 1:
+        raise ValueError(f"{name} must be >= 1, got {v}")
+    if v > 2**31 - 1:
+        raise ValueError(f"{name} must be < 2**31, got {v}")
+    return v

@@ -1,0 +1,70 @@
+"""The demo: build an HNSW index on generated hierarchical data, check it against the exact index."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .datasets import hierarchy
+from .index import PoincareFlatIndex, PoincareIndex
+
+
+@dataclass(frozen=True)
+class DemoRow:
+    ef: int
+    recall_at_k: float
+    queries_per_second: float
+    speedup_vs_exact: float
+
+
+def recall_at_k(found: np.ndarray, truth: np.ndarray) -> float:
+    """Mean fraction of each query's true top-k ids found in its returned top-k."""
+    hits = sum(len(set(f[f >= 0].tolist()) & set(t[t >= 0].tolist())) for f, t in zip(found, truth))
+    return hits / max(1, int(np.sum(truth >= 0)))
+
+
+def run_demo(
+    n: int = 50_000,
+    dim: int = 32,
+    n_queries: int = 500,
+    k: int = 10,
+    seed: int = 0,
+    threads: int | None = None,
+) -> list[DemoRow]:
+    print(f"poincare_index demo: {n:,} points of a generated hierarchy in the {dim}-d Poincaré ball")
+    data = hierarchy(n + n_queries, dim, seed=seed)
+    base, queries = data.split(n_queries, seed=seed)
+    norms = np.linalg.norm(base.astype(np.float64), axis=1)
+    print(f"  norms: median {np.median(norms):.4f}, max {norms.max():.6f} (deep nodes near the boundary)")
+
+    exact = PoincareFlatIndex(dim, num_threads=threads)
+    exact.add(base)
+    t0 = time.perf_counter()
+    _, truth = exact.search(queries, k)
+    exact_s = time.perf_counter() - t0
+    exact_qps = n_queries / exact_s
+    print(f"  exact index: {exact_qps:,.0f} queries/s ({exact.num_threads} threads)")
+
+    index = PoincareIndex(dim, M=16, ef_construction=200, seed=seed, num_threads=threads)
+    t0 = time.perf_counter()
+    index.add(base)
+    build_s = time.perf_counter() - t0
+    print(f"  HNSW build (M=16, ef_construction=200): {build_s:.2f} s, {n / build_s:,.0f} points/s")
+
+    rows = []
+    print(f"  {'ef':>5} {'recall@' + str(k):>10} {'queries/s':>12} {'vs exact':>9}")
+    for ef in (16, 32, 64, 128):
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            _, found = index.search(queries, k, ef=ef)
+            best = min(best, time.perf_counter() - t0)
+        row = DemoRow(ef, recall_at_k(found, truth), n_queries / best, exact_s / best)
+        rows.append(row)
+        print(
+            f"  {row.ef:>5} {row.recall_at_k:>10.4f} {row.queries_per_second:>12,.0f} "
+            f"{row.speedup_vs_exact:>8.1f}x"
+        )
+    return rows

@@ -1,0 +1,187 @@
+"""Saved-index directories: binary files written by the core plus a JSON manifest.
+
+Layout of a saved index directory::
+
+    manifest.json          format name and version, kind, dim, curvature, parameters, the data
+                           files with their sizes, and a CRC-32 of the manifest itself
+    vectors-<token>.bin    ids, deletion flags, float32 vectors (magic, version, CRC-32 trailer)
+    graph-<token>.bin      HNSW levels and links (HNSW indexes only; same framing)
+
+Saving writes new data files under a fresh token, fsyncs them, then atomically replaces
+``manifest.json`` (write beside, fsync, rename, fsync the directory) and only then deletes the
+previous data files: a crash at any point leaves either the old or the new index readable.
+No pickle anywhere; loading checks the manifest, the sizes, the magic bytes, the version and
+the checksums before trusting any offset, and validates the graph.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import zlib
+from pathlib import Path
+from typing import Any, Union
+
+from . import _core
+from ._core import IndexFormatError
+from .index import PoincareFlatIndex, PoincareIndex, _IndexBase, _threads
+
+__all__ = ["write_index", "read_index", "IndexFormatError", "FORMAT_NAME", "FORMAT_VERSION"]
+
+FORMAT_NAME = "poincare_index"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+_DATA_FILE = re.compile(r"^(vectors|graph)-[0-9a-f]{12}\.bin$")
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _manifest_checksum(body: dict[str, Any]) -> int:
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    return zlib.crc32(canonical)
+
+
+def write_index(index: _IndexBase, path: PathLike) -> None:
+    """Save ``index`` to the directory ``path`` atomically (see the module docstring).
+
+    An existing saved index at ``path`` is replaced; a non-empty directory that is not a saved
+    index is refused with FileExistsError rather than mixed into.
+    """
+    if not isinstance(index, _IndexBase):
+        raise TypeError(f"expected a PoincareIndex or PoincareFlatIndex, got {type(index).__name__}")
+    root = Path(path)
+    if root.exists() and not root.is_dir():
+        raise FileExistsError(f"{root} exists and is not a directory")
+    if root.is_dir() and not (root / MANIFEST).exists() and any(root.iterdir()):
+        raise FileExistsError(f"{root} is a non-empty directory that is not a saved index")
+    root.mkdir(parents=True, exist_ok=True)
+
+    token = secrets.token_hex(6)
+    vectors_name = f"vectors-{token}.bin"
+    graph_name = f"graph-{token}.bin" if index.kind == "hnsw" else ""
+    with index._write_lock:  # a consistent snapshot: no add or remove runs during the save
+        index._core.save(str(root / vectors_name), str(root / graph_name) if graph_name else "")
+        body: dict[str, Any] = {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "kind": index.kind,
+            "dim": index.dim,
+            "curvature": index.curvature,
+            "ntotal": index.ntotal,
+            "slots": int(index._core.slots),
+            "files": {"vectors": {"name": vectors_name, "size": (root / vectors_name).stat().st_size}},
+        }
+        if isinstance(index, PoincareIndex):
+            body["params"] = {
+                "M": index.M,
+                "ef_construction": index.ef_construction,
+                "seed": index.seed,
+                "ef_search": index.ef_search,
+            }
+            body["files"]["graph"] = {"name": graph_name, "size": (root / graph_name).stat().st_size}
+    manifest = dict(body, checksum=_manifest_checksum(body))
+    tmp = root / f"{MANIFEST}.tmp-{token}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(manifest, fh, indent=2, sort_keys=True)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, root / MANIFEST)
+    _fsync_dir(root)
+    keep = {vectors_name, graph_name}
+    for entry in root.iterdir():
+        if (_DATA_FILE.match(entry.name) or entry.name.startswith(f"{MANIFEST}.tmp-")) and (
+            entry.name not in keep
+        ):
+            entry.unlink(missing_ok=True)
+
+
+def _read_manifest(root: Path) -> dict[str, Any]:
+    if not root.exists():
+        raise FileNotFoundError(f"no saved index at {root}")
+    if not root.is_dir():
+        raise IndexFormatError(f"{root} is not a saved index (a saved index is a directory)")
+    mpath = root / MANIFEST
+    if not mpath.is_file():
+        raise IndexFormatError(f"{root} has no {MANIFEST}: not a saved poincare_index")
+    try:
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise IndexFormatError(f"{mpath} is not valid JSON: {exc}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
+        raise IndexFormatError(f"{mpath} is not a poincare_index manifest")
+    version = manifest.get("format_version")
+    if version != FORMAT_VERSION:
+        raise IndexFormatError(
+            f"{mpath}: format version {version!r} is not supported (this version reads {FORMAT_VERSION})"
+        )
+    body = {k: v for k, v in manifest.items() if k != "checksum"}
+    if manifest.get("checksum") != _manifest_checksum(body):
+        raise IndexFormatError(f"{mpath}: checksum mismatch, the manifest is corrupted")
+    return manifest
+
+
+def _data_file(root: Path, manifest: dict[str, Any], role: str) -> str:
+    try:
+        entry = manifest["files"][role]
+        name, size = entry["name"], entry["size"]
+    except (KeyError, TypeError):
+        raise IndexFormatError(f"{root}/{MANIFEST} does not list a {role} file") from None
+    if not isinstance(name, str) or not _DATA_FILE.match(name) or not name.startswith(role):
+        raise IndexFormatError(f"{root}/{MANIFEST} names an invalid {role} file {name!r}")
+    fpath = root / name
+    if not fpath.is_file():
+        raise IndexFormatError(f"{fpath} is missing")
+    actual = fpath.stat().st_size
+    if actual != size:
+        raise IndexFormatError(f"{fpath} has {actual} bytes, the manifest says {size}: truncated or replaced")
+    return str(fpath)
+
+
+def read_index(path: PathLike, num_threads: int | None = None) -> _IndexBase:
+    """Load a PoincareIndex or PoincareFlatIndex saved with :func:`write_index`.
+
+    Raises FileNotFoundError if nothing is at ``path`` and IndexFormatError (a ValueError) if
+    it is not a valid saved index: foreign, truncated, corrupted, or from another format version.
+    """
+    root = Path(path)
+    manifest = _read_manifest(root)
+    threads = _threads(num_threads)
+    kind = manifest.get("kind")
+    vectors = _data_file(root, manifest, "vectors")
+    if kind == "flat":
+        core = _core.FlatIndexCore.load(vectors, threads)
+        index: _IndexBase = PoincareFlatIndex._from_core(core)
+    elif kind == "hnsw":
+        graph = _data_file(root, manifest, "graph")
+        core = _core.HnswIndexCore.load(vectors, graph, threads)
+        params = manifest.get("params") or {}
+        ef_search = params.get("ef_search")
+        if not isinstance(ef_search, int) or ef_search < 1:
+            raise IndexFormatError(f"{root}/{MANIFEST}: invalid ef_search {ef_search!r}")
+        index = PoincareIndex._from_core(core, _ef_search=ef_search)
+        if (core.M, core.ef_construction, core.seed) != (
+            params.get("M"),
+            params.get("ef_construction"),
+            params.get("seed"),
+        ):
+            raise IndexFormatError(f"{root}: graph parameters disagree with the manifest")
+    else:
+        raise IndexFormatError(f"{root}/{MANIFEST}: unknown index kind {kind!r}")
+    if (core.dim, core.curvature, core.ntotal, core.slots) != (
+        manifest.get("dim"),
+        manifest.get("curvature"),
+        manifest.get("ntotal"),
+        manifest.get("slots"),
+    ):
+        raise IndexFormatError(f"{root}: data files disagree with the manifest (dim, curvature or size)")
+    return index

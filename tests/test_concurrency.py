@@ -1,0 +1,127 @@
+"""Threads, signals and fork: searches while adding, Ctrl-C during add, use after fork."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+from reference import brute_force, recall
+
+import poincare_index as pi
+
+
+@pytest.mark.parametrize("cls", [pi.PoincareIndex, pi.PoincareFlatIndex])
+def test_searches_while_adding(cls, tree_data):
+    base, queries = tree_data
+    index = cls(16, num_threads=2)
+    index.add(base[:500])
+    errors: list[BaseException] = []
+    stop = threading.Event()
+    seen_sizes = []
+
+    def searcher(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        try:
+            while not stop.is_set():
+                q = queries[rng.integers(0, len(queries), size=rng.integers(1, 8))]
+                D, I = index.search(q, 5)
+                n = index.ntotal
+                assert I.shape == (len(q), 5)
+                assert np.all((I >= -1) & (I < len(base)))
+                assert np.all(np.diff(D, axis=1) >= 0)
+                seen_sizes.append(n)
+        except BaseException as exc:  # noqa: BLE001 - reported to the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=searcher, args=(s,)) for s in range(3)]
+    for t in threads:
+        t.start()
+    for start in range(500, len(base), 250):
+        index.add(base[start : start + 250])
+    stop.set()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert index.ntotal == len(base)
+    _, found = index.search(queries, 10)
+    _, ref = brute_force(base, queries, 10)
+    assert recall(found, ref) >= 0.95
+
+
+def test_concurrent_adds_from_threads(tree_data):
+    base, _ = tree_data
+    index = pi.PoincareIndex(16, num_threads=2)
+    parts = np.array_split(np.arange(len(base)), 4)
+    threads = [threading.Thread(target=index.add, args=(base[p],)) for p in parts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert index.ntotal == len(base)
+    # every id 0..n-1 assigned exactly once
+    assert all(i in index for i in range(len(base)))
+    assert index.check_integrity()["unreachable"] == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_index_usable_after_fork(tree_data):
+    base, queries = tree_data
+    index = pi.PoincareIndex(16, num_threads=2)
+    index.add(base)
+    _, parent = index.search(queries, 5)  # starts the pool's worker threads
+    pid = os.fork()
+    if pid == 0:  # child: the parent's workers don't exist here; the pool must rebuild itself
+        try:
+            _, child = index.search(queries, 5)
+            index.add(queries[:10] * np.float32(0.5))
+            os._exit(0 if np.array_equal(child, parent) else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def test_ctrl_c_during_long_add_is_honoured(tmp_path):
+    script = textwrap.dedent(
+        """
+        import sys, time
+        import numpy as np
+        import poincare_index as pi
+        from poincare_index.datasets import hierarchy
+        x = hierarchy(200_000, 32, seed=0).points
+        index = pi.PoincareIndex(32, ef_construction=200, num_threads=1)
+        print("ready", flush=True)
+        try:
+            index.add(x)
+            print("finished", index.ntotal, flush=True)
+        except KeyboardInterrupt:
+            n = index.ntotal
+            assert 0 < n < len(x) and n % 8192 == 0, n
+            index.check_integrity()
+            D, I = index.search(x[:5], 1)
+            assert list(I[:, 0]) == [0, 1, 2, 3, 4] or n < 5
+            print("interrupted", n, flush=True)
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    import time
+
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert out.startswith("interrupted"), (out, err)

@@ -1,0 +1,228 @@
+"""PoincareIndex and PoincareFlatIndex: recall, exactness, the FAISS-style API."""
+
+from __future__ import annotations
+
+import mpmath
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from reference import brute_force, recall
+
+import poincare_index as pi
+
+INDEXES = [pi.PoincareIndex, pi.PoincareFlatIndex]
+
+
+def make(cls, dim, **kw):
+    return cls(dim, **kw)
+
+
+def test_flat_is_exact_against_float64_reference(tree_data):
+    base, queries = tree_data
+    flat = pi.PoincareFlatIndex(16)
+    flat.add(base)
+    D, I = flat.search(queries, 10)
+    ref_d, ref_i = brute_force(base, queries, 10)
+    np.testing.assert_array_equal(I, ref_i)
+    np.testing.assert_allclose(D, ref_d, rtol=2e-6)
+    assert D.dtype == np.float32 and I.dtype == np.int64
+
+
+def test_hnsw_recall_against_flat_and_reference(tree_data):
+    base, queries = tree_data
+    index = pi.PoincareIndex(16, seed=1)
+    index.add(base)
+    flat = pi.PoincareFlatIndex(16)
+    flat.add(base)
+    _, exact = flat.search(queries, 10)
+    _, ref = brute_force(base, queries, 10)
+    _, found = index.search(queries, 10, ef=64)
+    assert recall(found, exact) >= 0.97
+    assert recall(found, ref) >= 0.97
+    # Reported distances are the true ones for the returned ids.
+    D, I = index.search(queries[:5], 10, ef=64)
+    for row in range(5):
+        want = pi.distance(queries[row], base[I[row]])
+        np.testing.assert_allclose(D[row], want, rtol=2e-6)
+        assert np.all(np.diff(D[row]) >= 0)
+
+
+def test_random_ball_data_recall(rng):
+    x = rng.normal(size=(4000, 24))
+    x = (x / np.linalg.norm(x, axis=1, keepdims=True) * rng.uniform(0, 0.999, (4000, 1))).astype(np.float32)
+    base, queries = x[:3800], x[3800:]
+    index = pi.PoincareIndex(24, seed=2)
+    index.add(base)
+    _, ref = brute_force(base, queries, 10)
+    _, found = index.search(queries, 10, ef=128)
+    assert recall(found, ref) >= 0.95
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(
+    n=st.integers(1, 120),
+    dim=st.integers(2, 9),
+    k=st.integers(1, 12),
+    radius=st.floats(0.05, 0.9999),
+    seed=st.integers(0, 2**16),
+)
+def test_small_indexes_match_brute_force(n, dim, k, radius, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n + 3, dim))
+    x = (x / np.linalg.norm(x, axis=1, keepdims=True) * rng.uniform(0, radius, (n + 3, 1))).astype(np.float32)
+    base, queries = x[:n], x[n:]
+    ref_d, ref_i = brute_force(base, queries, k)
+    flat = pi.PoincareFlatIndex(dim, num_threads=2)
+    flat.add(base)
+    D, I = flat.search(queries, k)
+    np.testing.assert_allclose(D, ref_d, rtol=1e-5)
+    # Ties in distance may order differently only if the distances are equal.
+    same = I == ref_i
+    assert np.all(same | np.isclose(D, ref_d, rtol=1e-6))
+    hnsw = pi.PoincareIndex(dim, M=4, ef_construction=32, seed=seed, num_threads=1)
+    hnsw.add(base)
+    # With ef >= n the beam holds every node: small graphs must be searched exactly.
+    Dh, _ = hnsw.search(queries, k, ef=max(n, 1))
+    np.testing.assert_allclose(Dh, ref_d, rtol=1e-5)
+
+
+@pytest.mark.parametrize("norm", [0.99, 0.999, 0.9999])
+def test_distance_precision_near_boundary(norm):
+    """Relative error < 1e-5 against a 50-digit reference for float32 points up to |x| = 0.9999."""
+    rng = np.random.default_rng(int(norm * 1e4))
+    d = rng.normal(size=(200, 12))
+    base = (d / np.linalg.norm(d, axis=1, keepdims=True) * norm).astype(np.float32)
+    queries = np.vstack([base[:3] * np.float32(1 - 1e-5), base[3:6]])  # near and exact copies
+    for cls in INDEXES:
+        index = cls(12)
+        index.add(base)
+        D, I = index.search(queries, 5, **({"ef": 200} if cls is pi.PoincareIndex else {}))
+        mpmath.mp.dps = 50
+        for row in range(len(queries)):
+            for col in range(5):
+                u, v = queries[row], base[I[row, col]]
+                uu = sum(mpmath.mpf(float(a)) ** 2 for a in u)
+                vv = sum(mpmath.mpf(float(a)) ** 2 for a in v)
+                dd = sum((mpmath.mpf(float(a)) - mpmath.mpf(float(b))) ** 2 for a, b in zip(u, v))
+                exact = float(mpmath.acosh(1 + 2 * dd / ((1 - uu) * (1 - vv))))
+                if exact == 0:
+                    assert D[row, col] == 0
+                else:
+                    assert abs(D[row, col] - exact) / exact < 1e-5
+
+
+@pytest.mark.parametrize("cls", INDEXES)
+def test_ids_follow_faiss(cls, rng):
+    x = (rng.normal(size=(30, 4)) * 0.1).astype(np.float32)
+    index = cls(4)
+    index.add(x[:10])
+    index.add(x[10:20])
+    assert index.ntotal == 20 and len(index) == 20
+    _, I = index.search(x[15:16], 1)
+    assert I[0, 0] == 15
+    index.add_with_ids(x[20:25], np.array([100, 101, 102, 103, 104]))
+    _, I = index.search(x[22:23], 1)
+    assert I[0, 0] == 102
+    # add after custom ids continues past the largest id rather than colliding
+    index.add(x[25:26])
+    assert 105 in index
+    np.testing.assert_array_equal(index.reconstruct(105), x[25])
+
+
+@pytest.mark.parametrize("cls", INDEXES)
+def test_remove_ids(cls, tree_data):
+    base, queries = tree_data
+    index = cls(16)
+    index.add(base)
+    _, before = index.search(queries, 5, **({"ef": 64} if cls is pi.PoincareIndex else {}))
+    victims = np.unique(before[:, :2])
+    assert index.remove_ids(np.concatenate([victims, [10**9, -5]])) == len(victims)
+    assert index.remove_ids(victims) == 0
+    assert index.ntotal == len(base) - len(victims)
+    _, after = index.search(queries, 5, **({"ef": 64} if cls is pi.PoincareIndex else {}))
+    assert not np.isin(after, victims).any()
+    keep = np.setdiff1d(np.arange(len(base)), victims)
+    _, ref = brute_force(base[keep], queries, 5)
+    assert recall(after, keep[ref]) >= 0.95
+    with pytest.raises(KeyError):
+        index.reconstruct(int(victims[0]))
+    # a removed id can be added again
+    index.add_with_ids(base[victims[:1]], victims[:1])
+    assert int(victims[0]) in index
+
+
+@pytest.mark.parametrize("cls", INDEXES)
+def test_padding_and_empty(cls):
+    index = cls(3)
+    D, I = index.search(np.zeros((2, 3), dtype=np.float32), 4)
+    assert D.shape == (2, 4) and np.all(I == -1) and np.all(np.isinf(D))
+    index.add(np.array([[0.1, 0, 0], [0, 0.2, 0]], dtype=np.float32))
+    D, I = index.search(np.zeros((1, 3)), 4)
+    np.testing.assert_array_equal(I, [[0, 1, -1, -1]])
+    assert np.isinf(D[0, 2:]).all() and np.isfinite(D[0, :2]).all()
+    index.remove_ids([0, 1])
+    _, I = index.search(np.zeros((1, 3)), 2)
+    assert np.all(I == -1)
+    D, I = index.search(np.zeros((0, 3)), 2)
+    assert D.shape == (0, 2)
+
+
+def test_hnsw_settings():
+    index = pi.PoincareIndex(8, M=8, ef_construction=40, seed=5, ef_search=20, num_threads=1)
+    assert (index.M, index.ef_construction, index.seed, index.ef_search, index.num_threads) == (
+        8,
+        40,
+        5,
+        20,
+        1,
+    )
+    index.ef_search = 50
+    index.num_threads = 2
+    assert index.ef_search == 50 and index.num_threads == 2
+    assert "PoincareIndex" in repr(index)
+    with pytest.raises(ValueError):
+        index.ef_search = 0
+    with pytest.raises(TypeError):
+        index.num_threads = 1.5
+
+
+def test_single_thread_build_is_reproducible(tree_data):
+    base, queries = tree_data
+    results = []
+    for _ in range(2):
+        index = pi.PoincareIndex(16, seed=11, num_threads=1)
+        index.add(base)
+        results.append(index.search(queries, 10, ef=32))
+    np.testing.assert_array_equal(results[0][1], results[1][1])
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+
+
+def test_graph_integrity(tree_data):
+    base, _ = tree_data
+    index = pi.PoincareIndex(16, M=8, seed=4)
+    index.add(base[:1000])
+    index.add(base[1000:])
+    stats = index.check_integrity()
+    assert stats["nodes"] == len(base)
+    assert stats["unreachable"] == 0
+    assert 0 < stats["links"] <= len(base) * 16 + 8 * len(base)
+    # Links are symmetric enough to navigate: every node has at least one link on level 0.
+    core = index._core
+    assert all(len(core.neighbors(i, 0)) > 0 for i in range(0, len(base), 97))
+    assert core.neighbors(0, 99) == []
+
+
+def test_boundary_points_stay_reachable():
+    """Points near the boundary in random directions are far from everything; the graph must
+    still reach all of them (the connectivity repair)."""
+    rng = np.random.default_rng(3)
+    d = rng.normal(size=(3000, 10))
+    r = np.where(rng.random(3000) < 0.3, rng.uniform(0, 0.5, 3000), 0.9999)
+    x = (d / np.linalg.norm(d, axis=1, keepdims=True) * r[:, None]).astype(np.float32)
+    index = pi.PoincareIndex(10, seed=0)
+    index.add(x)
+    assert index.check_integrity()["unreachable"] == 0
+    # every point finds itself
+    _, I = index.search(x[::10], 1, ef=64)
+    assert np.mean(I[:, 0] == np.arange(0, 3000, 10)) >= 0.99

@@ -1,0 +1,165 @@
+"""The input contract: every bad input raises the right exception, names the problem and the row,
+and changes nothing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import poincare_index as pi
+
+INDEXES = [pi.PoincareIndex, pi.PoincareFlatIndex]
+
+
+@pytest.fixture(params=INDEXES)
+def index(request):
+    idx = request.param(4)
+    idx.add(np.array([[0.1, 0, 0, 0], [0, 0.1, 0, 0]], dtype=np.float32))
+    return idx
+
+
+def unchanged(index, before=2):
+    assert index.ntotal == before
+    D, I = index.search(np.zeros((1, 4), dtype=np.float32), 2)
+    assert set(I[0]) == {0, 1}
+
+
+def test_nan_and_inf_name_the_row(index):
+    x = np.full((3, 4), 0.1, dtype=np.float32)
+    x[2, 1] = np.nan
+    with pytest.raises(ValueError, match="row 2 contains NaN or Inf"):
+        index.add(x)
+    x[2, 1] = np.inf
+    with pytest.raises(ValueError, match="row 2"):
+        index.add_with_ids(x, [10, 11, 12])
+    with pytest.raises(ValueError, match="row 0 contains NaN"):
+        index.search(np.full((1, 4), np.nan), 1)
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        index.add(np.array([[1e300, 0, 0, 0]]))  # overflows float32
+    unchanged(index)
+
+
+def test_outside_ball(index):
+    x = np.zeros((4, 4), dtype=np.float32)
+    x[3, 0] = 1.0
+    with pytest.raises(ValueError, match="row 3 lies on or outside the Poincare ball"):
+        index.add(x)
+    with pytest.raises(ValueError, match="outside the Poincare ball"):
+        index.search(np.array([[0.6, 0.6, 0.6, 0.0]]), 1)
+    unchanged(index)
+
+
+def test_margin_after_float32_cast(index):
+    # float32 points at norm 0.9999 (and up to 1 - 6e-8) are accepted ...
+    ok = np.zeros((2, 4), dtype=np.float32)
+    ok[0, 0] = 0.9999
+    ok[1, 1] = np.nextafter(np.float32(1), np.float32(0))  # 1 - 5.96e-8: c|x|^2 = 1 - 1.19e-7
+    index.add(ok)
+    assert index.ntotal == 4
+    # ... while a float64 value that rounds to 1.0 in float32 is judged as stored: refused.
+    bad = np.zeros((1, 4))
+    bad[0, 2] = 1 - 1e-9
+    with pytest.raises(ValueError, match="outside"):
+        index.add(bad)
+    assert index.ntotal == 4
+
+
+def test_shapes_and_types(index):
+    with pytest.raises(ValueError, match="2-dimensional"):
+        index.add(np.zeros(4, dtype=np.float32))
+    with pytest.raises(ValueError, match="reshape"):
+        index.search(np.zeros(4), 1)
+    with pytest.raises(ValueError, match="dimension 3, the index has dimension 4"):
+        index.add(np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="2-dimensional"):
+        index.add(np.zeros((2, 2, 4)))
+    with pytest.raises(TypeError, match="numeric"):
+        index.add([["a", "b", "c", "d"]])
+    with pytest.raises(TypeError, match="numeric"):
+        index.add("abcd")
+    with pytest.raises(TypeError, match="numeric"):
+        index.add(np.zeros((1, 4), dtype=bool))
+    with pytest.raises(TypeError, match="numeric"):
+        index.add(np.zeros((1, 4), dtype=complex))
+    with pytest.raises(ValueError, match="rectangular"):
+        index.add([[0.1, 0.1, 0.1, 0.1], [0.1]])
+    # integer input is fine (here: the origin)
+    index.add(np.zeros((1, 4), dtype=np.int32))
+    assert index.ntotal == 3
+
+
+def test_k_and_ef(index):
+    q = np.zeros((1, 4))
+    for k in (0, -1):
+        with pytest.raises(ValueError, match="k must be >= 1"):
+            index.search(q, k)
+    with pytest.raises(TypeError, match="k must be an integer"):
+        index.search(q, 1.5)
+    with pytest.raises(TypeError, match="k must be an integer"):
+        index.search(q, True)
+    with pytest.raises(ValueError, match="ef must be >= 1"):
+        index.search(q, 1, ef=0)
+
+
+def test_ids(index):
+    x = np.full((2, 4), 0.2, dtype=np.float32)
+    with pytest.raises(ValueError, match="ids row 1: id 7 appears more than once"):
+        index.add_with_ids(x, [7, 7])
+    with pytest.raises(ValueError, match="ids row 0: id 1 is already in the index"):
+        index.add_with_ids(x, [1, 9])
+    with pytest.raises(ValueError, match="reserved"):
+        index.add_with_ids(x, [-1, 9])
+    with pytest.raises(ValueError, match="2 rows but ids has 3"):
+        index.add_with_ids(x, [3, 4, 5])
+    with pytest.raises(TypeError, match="integers"):
+        index.add_with_ids(x, [0.5, 1.5])
+    with pytest.raises(TypeError, match="integers"):
+        index.add_with_ids(x, ["a", "b"])
+    with pytest.raises(ValueError, match="int64 range"):
+        index.add_with_ids(x, np.array([2**63, 5], dtype=np.uint64))
+    unchanged(index)
+    index.add_with_ids(x, np.array([2**62, -7]))
+    assert -7 in index and 2**62 in index
+
+
+def test_reconstruct_and_remove_errors(index):
+    with pytest.raises(KeyError, match="id 99 is not in the index"):
+        index.reconstruct(99)
+    with pytest.raises(TypeError):
+        index.reconstruct("0")
+    with pytest.raises(TypeError):
+        index.remove_ids([0.5])
+    assert index.remove_ids([]) == 0
+    assert index.remove_ids(12345) == 0
+    assert "x" not in index
+
+
+def test_constructor_errors():
+    with pytest.raises(ValueError, match="dim"):
+        pi.PoincareIndex(0)
+    with pytest.raises(TypeError, match="dim"):
+        pi.PoincareFlatIndex(2.5)
+    with pytest.raises(ValueError, match="M must be in"):
+        pi.PoincareIndex(4, M=1)
+    with pytest.raises(ValueError, match="ef_construction"):
+        pi.PoincareIndex(4, ef_construction=0)
+    with pytest.raises(ValueError, match="curvature"):
+        pi.PoincareIndex(4, curvature=0.0)
+    with pytest.raises(ValueError, match="curvature"):
+        pi.PoincareFlatIndex(4, curvature=float("nan"))
+    with pytest.raises(ValueError, match="num_threads"):
+        pi.PoincareFlatIndex(4, num_threads=0)
+    with pytest.raises(ValueError, match="seed"):
+        pi.PoincareIndex(4, seed=-1)
+
+
+def test_curvature_other_than_one():
+    c = 4.0
+    x = np.array([[0.1, 0.0], [0.0, 0.45], [0.3, 0.3]], dtype=np.float32)
+    index = pi.PoincareFlatIndex(2, curvature=c)
+    index.add(x)
+    D, I = index.search(np.array([[0.05, 0.05]]), 3)
+    want = pi.distance(np.array([0.05, 0.05], dtype=np.float32), x[I[0]], curvature=c)
+    np.testing.assert_allclose(D[0], want, rtol=1e-6)
+    with pytest.raises(ValueError, match="outside"):
+        index.add(np.array([[0.5, 0.0]]))  # c|x|^2 = 1
