@@ -89,9 +89,10 @@ class HnswGraph {
   }
   int draw_level(std::uint32_t slot) const;
   void select_neighbors(const VectorStorage& storage, std::vector<Candidate>& candidates,
-                        std::size_t max_count) const;
+                        std::size_t max_count, bool keep_pruned) const;
   std::uint32_t connect(const VectorStorage& storage, std::uint32_t slot, int level,
                         SearchScratch& scratch);
+  std::size_t repair_round(const VectorStorage& storage, SearchScratch& scratch);
   void search_layer_locked(const VectorStorage& storage, const float* x, float ax,
                            std::uint32_t entry, int level, std::size_t ef, SearchScratch& scratch);
 
