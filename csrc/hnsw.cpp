@@ -126,7 +126,7 @@ void HnswGraph::search_layer_locked(const VectorStorage& storage, const float* x
 // keep one only if it is closer to the base than to every neighbour already kept, which spreads
 // links over directions instead of clustering them.
 void HnswGraph::select_neighbors(const VectorStorage& storage, std::vector<Candidate>& candidates,
-                                 std::size_t max_count, bool keep_pruned) const {
+                                 std::size_t max_count) const {
   std::sort(candidates.begin(), candidates.end());
   if (candidates.size() <= max_count) return;
   const auto l2sq = metric::kernels().l2sq;
@@ -155,9 +155,10 @@ void HnswGraph::select_neighbors(const VectorStorage& storage, std::vector<Candi
   }
   // Keep pruned connections (the paper's keepPrunedConnections): in a tree-like (hyperbolic)
   // metric the heuristic alone leaves many nodes with one or two links, so free slots are
-  // refilled with the nearest pruned candidates. Measured on boundary-heavy GloVe (30k):
-  // recall@10 at ef=32 0.74 without, 0.96 with it on both the new node and the shrink.
-  for (std::size_t i = 0; keep_pruned && i < pruned_scratch.size() && kept < max_count; ++i)
+  // refilled with the nearest pruned candidates. Measured on boundary-heavy GloVe (100k):
+  // recall@10 at ef=16 0.944 without, 0.962 with it on both the new node and the shrink;
+  // on the generated hierarchy, 0.973 without and 0.99+ with it.
+  for (std::size_t i = 0; i < pruned_scratch.size() && kept < max_count; ++i)
     candidates[kept++] = pruned_scratch[i];
   candidates.resize(kept);
 }
@@ -166,7 +167,7 @@ std::uint32_t HnswGraph::connect(const VectorStorage& storage, std::uint32_t slo
                                  SearchScratch& scratch) {
   auto& selected = scratch.selection;
   selected.assign(scratch.results.begin(), scratch.results.end());
-  select_neighbors(storage, selected, static_cast<std::size_t>(params_.M), true);
+  select_neighbors(storage, selected, static_cast<std::size_t>(params_.M));
   const std::size_t cap = max_links(level);
   {
     std::lock_guard<std::mutex> g(node_locks_[slot]);
@@ -197,7 +198,7 @@ std::uint32_t HnswGraph::connect(const VectorStorage& storage, std::uint32_t slo
       const std::uint32_t o = l[1 + i];
       pruned.push_back({l2sq(vn, storage.vector(o), dim) * an * storage.rank_factor(o), o});
     }
-    select_neighbors(storage, pruned, cap, true);
+    select_neighbors(storage, pruned, cap);
     l[0] = static_cast<std::uint32_t>(pruned.size());
     for (std::size_t i = 0; i < pruned.size(); ++i) l[1 + i] = pruned[i].second;
   }
@@ -326,6 +327,21 @@ void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t
   std::sort(out.begin(), out.end());
 }
 
+std::size_t HnswGraph::flood_level0(std::uint32_t start, std::vector<std::uint8_t>& reached,
+                                    std::vector<std::uint32_t>& queue) const {
+  queue.assign(1, start);
+  reached[start] = 1;
+  for (std::size_t head = 0; head < queue.size(); ++head) {
+    const std::uint32_t* l = links_at(queue[head], 0);
+    for (std::uint32_t i = 1; i <= l[0]; ++i)
+      if (!reached[l[i]]) {
+        reached[l[i]] = 1;
+        queue.push_back(l[i]);
+      }
+  }
+  return queue.size();
+}
+
 std::size_t HnswGraph::repair_connectivity(const VectorStorage& storage, SearchScratch& scratch) {
   // A replaced link can orphan a node that only unreachable nodes pointed at, so repeat until
   // a round adds nothing (in practice one or two rounds).
@@ -348,18 +364,7 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, SearchScratch&
     for (std::uint32_t i = 1; i <= l[0]; ++i) ++in_degree[l[i]];
   }
   std::vector<std::uint32_t> queue;
-  auto flood = [&](std::uint32_t start) {
-    queue.assign(1, start);
-    reached[start] = 1;
-    for (std::size_t head = 0; head < queue.size(); ++head) {
-      const std::uint32_t* l = links_at(queue[head], 0);
-      for (std::uint32_t i = 1; i <= l[0]; ++i)
-        if (!reached[l[i]]) {
-          reached[l[i]] = 1;
-          queue.push_back(l[i]);
-        }
-    }
-  };
+  auto flood = [&](std::uint32_t start) { flood_level0(start, reached, queue); };
   flood(entry_);
   const auto l2sq = metric::kernels().l2sq;
   const std::size_t dim = storage.dim();
@@ -461,16 +466,8 @@ GraphStats HnswGraph::check_integrity() const {
   }
   // Reachability on level 0 from the entry point (breadth-first).
   std::vector<std::uint8_t> reached(n, 0);
-  std::vector<std::uint32_t> queue{entry_};
-  reached[entry_] = 1;
-  for (std::size_t head = 0; head < queue.size(); ++head) {
-    const std::uint32_t* l = links_at(queue[head], 0);
-    for (std::uint32_t i = 1; i <= l[0]; ++i)
-      if (!reached[l[i]]) {
-        reached[l[i]] = 1;
-        queue.push_back(l[i]);
-      }
-  }
+  std::vector<std::uint32_t> queue;
+  flood_level0(entry_, reached, queue);
   st.unreachable = n - queue.size();
   return st;
 }

@@ -89,9 +89,13 @@ class HnswGraph {
   }
   int draw_level(std::uint32_t slot) const;
   void select_neighbors(const VectorStorage& storage, std::vector<Candidate>& candidates,
-                        std::size_t max_count, bool keep_pruned) const;
+                        std::size_t max_count) const;
   std::uint32_t connect(const VectorStorage& storage, std::uint32_t slot, int level,
                         SearchScratch& scratch);
+  // Breadth-first walk of level 0 from `start`, marking `reached`; returns the nodes newly
+  // reached (queue holds them).
+  std::size_t flood_level0(std::uint32_t start, std::vector<std::uint8_t>& reached,
+                           std::vector<std::uint32_t>& queue) const;
   std::size_t repair_round(const VectorStorage& storage, SearchScratch& scratch);
   void search_layer_locked(const VectorStorage& storage, const float* x, float ax,
                            std::uint32_t entry, int level, std::size_t ef, SearchScratch& scratch);

@@ -58,12 +58,13 @@ void IndexCore::reserve(std::size_t n_more) {
   storage_.reserve(storage_.slots() + n_more);
 }
 
-void IndexCore::add(const float* x, std::size_t n, const std::int64_t* ids) {
+void IndexCore::add(const float* x, std::size_t n, const std::int64_t* ids, bool finish) {
   validate_points(x, n, "x");
   std::unique_lock<std::shared_mutex> g(rw_);
   storage_.check_new_ids(ids, n);
   const std::size_t first = storage_.append(x, n, ids);
   insert_slots(first, n);
+  if (finish) finish_batch();
 }
 
 void IndexCore::search(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
@@ -168,6 +169,9 @@ void HnswIndexCore::insert_slots(std::size_t first, std::size_t n) {
     ScratchGuard scratch(scratch_);
     graph_->insert(storage_, static_cast<std::uint32_t>(first + i), *scratch);
   });
+}
+
+void HnswIndexCore::finish_batch() {
   ScratchGuard scratch(scratch_);
   graph_->repair_connectivity(storage_, *scratch);
 }

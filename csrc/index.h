@@ -38,8 +38,9 @@ class IndexCore {
   void validate_new_ids(const std::int64_t* ids, std::size_t n) const;
   // Pre-allocates room for n more points.
   void reserve(std::size_t n_more);
-  // Validates, then adds n points with the given ids. All or nothing.
-  void add(const float* x, std::size_t n, const std::int64_t* ids);
+  // Validates, then adds n points with the given ids. All or nothing. A batch split over several
+  // calls passes finish=false on all but the last: the HNSW connectivity repair then runs once.
+  void add(const float* x, std::size_t n, const std::int64_t* ids, bool finish = true);
   // k nearest per query (D float32 ascending, I ids; +inf / -1 padding). ef: beam width (HNSW).
   void search(const float* queries, std::size_t nq, std::size_t k, std::size_t ef, float* D,
               std::int64_t* I);
@@ -54,6 +55,7 @@ class IndexCore {
 
  protected:
   virtual void insert_slots(std::size_t first, std::size_t n) = 0;
+  virtual void finish_batch() {}
   virtual void search_validated(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
                                 float* D, std::int64_t* I) = 0;
   template <typename Fn>
@@ -89,6 +91,7 @@ class HnswIndexCore final : public IndexCore {
 
  protected:
   void insert_slots(std::size_t first, std::size_t n) override;
+  void finish_batch() override;
   void search_validated(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
                         float* D, std::int64_t* I) override;
 

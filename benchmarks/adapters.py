@@ -1,0 +1,348 @@
+"""One adapter per contender: the harness drives every library through the same five calls.
+
+``build(x, threads)`` builds from the float32 ball points with ``threads`` threads (the timed
+build, including any transform of the data the contender needs), ``set_threads(n)`` sets the
+search threads, ``search(q, k, ef) -> ids`` runs one batch (including any query transform),
+``sweep_values`` are the ef values to try (``(None,)`` for exact indexes), and
+``analytic_bytes()`` is the per-vector memory the structure itself implies.
+
+Every contender is built as a user gets it: the library's defaults except M=16 and
+efConstruction=200, no tuning flags.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import faiss
+import hnswlib
+import numpy as np
+from numpy.typing import NDArray
+from truth import Truth, recall
+
+import poincare_index as pi
+
+M = 16
+EF_CONSTRUCTION = 200
+EF_SWEEP = (10, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+
+# Expected number of upper levels per node when levels are drawn with P(level >= l) = M^-l
+# (all three HNSW implementations use level_mult = 1/ln M): sum_l M^-l = 1/(M-1).
+_UPPER_LEVELS = 1.0 / (M - 1)
+_P_UPPER = 1.0 / M
+_MALLOC_OVERHEAD = 16     # glibc chunk header + rounding, per separately allocated block
+_STD_MUTEX = 40           # sizeof(std::mutex) on x86-64 Linux
+_HASH_ENTRY = 32 + 8      # unordered_map<int64, uint32> node (24 B -> 32 B chunk) + bucket
+
+
+class Adapter:
+    """Base class: a contender the harness builds, sweeps and times."""
+
+    name: str = ""
+    library: str = ""
+    truth: str = "poincare"            # the truth recall is scored against
+    extra_truths: tuple[str, ...] = ()  # also reported, not used for the target
+    sweep_values: Sequence[int | None] = (None,)
+    description: str = ""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.dim = 0
+        self.build_threads = 1
+
+    def build(self, x: NDArray[np.float32], threads: int) -> None:
+        raise NotImplementedError
+
+    def set_threads(self, n: int) -> None:
+        raise NotImplementedError
+
+    def search(self, q: NDArray[np.float32], k: int, ef: int | None) -> NDArray[np.int64]:
+        raise NotImplementedError
+
+    def analytic_bytes(self) -> dict[str, float]:
+        """Per-vector bytes by component, from the structure's layout (expected values).
+
+        Keys ending in ``_per_thread`` are multiplied by the thread count, keys ending in
+        ``_fixed`` are whole-index bytes (divided by n for the per-vector total)."""
+        return {}
+
+    def diagnostics(self, database: NDArray[np.float32], queries: NDArray[np.float32],
+                    k: int, truths: dict[str, Truth]) -> dict[str, Any]:
+        """Contender-specific correctness checks, run after the sweep."""
+        return {}
+
+    def release(self) -> None:
+        """Drop the index (so the next contender's RSS delta starts clean)."""
+        raise NotImplementedError
+
+
+def _distance_check(dist: NDArray[np.float32], ids: NDArray[np.int64],
+                    database: NDArray[np.float32], queries: NDArray[np.float32]) -> dict[str, Any]:
+    """Max relative error of reported float32 distances against float64 pi.distance."""
+    valid = ids >= 0
+    ref = pi.distance(queries[:, None, :], database[np.where(valid, ids, 0)])
+    rel = np.abs(dist.astype(np.float64) - ref) / np.maximum(ref, 1e-30)
+    rel = np.where(valid, rel, 0.0)
+    return {
+        "reported_distance_max_rel_err": float(rel.max()),
+        "results_sorted": bool(np.all(np.diff(dist, axis=1) >= 0)),
+        "missing_results": int(np.count_nonzero(~valid)),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+class OursHNSW(Adapter):
+    name = "ours-hnsw"
+    library = "poincare_index"
+    truth = "poincare"
+    sweep_values = EF_SWEEP
+    description = "pi.PoincareIndex(M=16, ef_construction=200), Poincaré distance"
+
+    def build(self, x: NDArray[np.float32], threads: int) -> None:
+        self.n, self.dim, self.build_threads = x.shape[0], x.shape[1], threads
+        self.index = pi.PoincareIndex(x.shape[1], M=M, ef_construction=EF_CONSTRUCTION, seed=0,
+                                      num_threads=threads)
+        self.index.add(x)
+
+    def set_threads(self, n: int) -> None:
+        self.index.num_threads = n
+
+    def search(self, q: NDArray[np.float32], k: int, ef: int | None) -> NDArray[np.int64]:
+        return self.index.search(q, k, ef=ef)[1]
+
+    def analytic_bytes(self) -> dict[str, float]:
+        n = max(self.n, 1)
+        lock_capacity = 4096
+        while lock_capacity < n:  # grown per 4096-row add chunk, doubling
+            lock_capacity *= 2
+        return {
+            "vectors": 4.0 * self.dim,
+            "factors": 4 + 8 + 8 + 4 + 4,
+            "id": 8,
+            "deleted_flag": 1,
+            "level": 1,
+            "level0_links": (1 + 2 * M) * 4,
+            "upper_links": _UPPER_LEVELS * (1 + M) * 4 + 24 + _P_UPPER * _MALLOC_OVERHEAD,
+            "node_locks": _STD_MUTEX * lock_capacity / n,
+            "id_hash_map": _HASH_ENTRY,
+            "visited_scratch_per_thread": 2 * 1.25,
+        }
+
+    def diagnostics(self, database: NDArray[np.float32], queries: NDArray[np.float32],
+                    k: int, truths: dict[str, Truth]) -> dict[str, Any]:
+        out: dict[str, Any] = {"check_integrity": self.index.check_integrity()}
+        dist, ids = self.index.search(queries, k)  # default ef_search
+        out["default_ef_search"] = self.index.ef_search
+        out.update(_distance_check(dist, ids, database, queries))
+        return out
+
+    def release(self) -> None:
+        self.index = None
+
+
+class OursFlat(Adapter):
+    name = "ours-flat"
+    library = "poincare_index"
+    truth = "poincare"
+    description = "pi.PoincareFlatIndex, exact Poincaré scan"
+
+    def build(self, x: NDArray[np.float32], threads: int) -> None:
+        self.n, self.dim, self.build_threads = x.shape[0], x.shape[1], threads
+        self.index = pi.PoincareFlatIndex(x.shape[1], num_threads=threads)
+        self.index.add(x)
+
+    def set_threads(self, n: int) -> None:
+        self.index.num_threads = n
+
+    def search(self, q: NDArray[np.float32], k: int, ef: int | None) -> NDArray[np.int64]:
+        return self.index.search(q, k)[1]
+
+    def analytic_bytes(self) -> dict[str, float]:
+        return {"vectors": 4.0 * self.dim, "factors": 28, "id": 8, "deleted_flag": 1,
+                "id_hash_map": _HASH_ENTRY}
+
+    def diagnostics(self, database: NDArray[np.float32], queries: NDArray[np.float32],
+                    k: int, truths: dict[str, Truth]) -> dict[str, Any]:
+        dist, ids = self.index.search(queries, k)
+        return _distance_check(dist, ids, database, queries)
+
+    def release(self) -> None:
+        self.index = None
+
+
+# ---------------------------------------------------------------------------------------------
+def lift_database(x: NDArray[np.float32]) -> NDArray[np.float32]:
+    """p(v) = [1, v, |v|^2] / (1 - |v|^2) padded to the common norm R = max |p| (float64 math)."""
+    v = x.astype(np.float64)
+    sq = np.einsum("ij,ij->i", v, v)
+    r = np.sqrt(sq)
+    a = 1.0 / ((1.0 - r) * (1.0 + r))
+    p = np.empty((v.shape[0], v.shape[1] + 3), dtype=np.float64)
+    p[:, 0] = a
+    p[:, 1:-2] = v * a[:, None]
+    p[:, -2] = sq * a
+    pn = np.einsum("ij,ij->i", p[:, :-1], p[:, :-1])
+    p[:, -1] = np.sqrt(np.maximum(pn.max() - pn, 0.0))
+    return np.ascontiguousarray(p, dtype=np.float32)
+
+
+def lift_queries(q: NDArray[np.float32]) -> NDArray[np.float32]:
+    """u -> [-|u|^2, 2u, -1, 0]: |Q - P|^2 = |Q|^2 + R^2 + 2 |u-v|^2 a(v), Poincaré order."""
+    u = q.astype(np.float64)
+    out = np.zeros((u.shape[0], u.shape[1] + 3), dtype=np.float64)
+    out[:, 0] = -np.einsum("ij,ij->i", u, u)
+    out[:, 1:-2] = 2.0 * u
+    out[:, -2] = -1.0
+    return np.ascontiguousarray(out, dtype=np.float32)
+
+
+def _faiss_hnsw_bytes(stored_dim: int) -> dict[str, float]:
+    return {
+        "vectors": 4.0 * stored_dim,
+        "levels": 4,
+        "offsets": 8,
+        "neighbors": 4 * (2 * M + M * _UPPER_LEVELS),
+    }
+
+
+class FaissHNSWLifted(Adapter):
+    name = "faiss-hnsw-lifted"
+    library = "faiss"
+    truth = "poincare"
+    sweep_values = EF_SWEEP
+    description = "faiss.IndexHNSWFlat(d+3, 16) on the lifted vectors (L2 order = Poincaré order)"
+
+    def build(self, x: NDArray[np.float32], threads: int) -> None:
+        self.n, self.dim, self.build_threads = x.shape[0], x.shape[1], threads
+        faiss.omp_set_num_threads(threads)
+        lifted = lift_database(x)
+        self.index = faiss.IndexHNSWFlat(lifted.shape[1], M)
+        self.index.hnsw.efConstruction = EF_CONSTRUCTION
+        self.index.add(lifted)
+
+    def set_threads(self, n: int) -> None:
+        faiss.omp_set_num_threads(n)
+
+    def search(self, q: NDArray[np.float32], k: int, ef: int | None) -> NDArray[np.int64]:
+        self.index.hnsw.efSearch = int(ef if ef is not None else 16)
+        return self.index.search(lift_queries(q), k)[1]
+
+    def analytic_bytes(self) -> dict[str, float]:
+        return _faiss_hnsw_bytes(self.dim + 3)
+
+    def diagnostics(self, database: NDArray[np.float32], queries: NDArray[np.float32],
+                    k: int, truths: dict[str, Truth]) -> dict[str, Any]:
+        # The ceiling of the lift in float32: exact L2 on the lifted vectors (no graph). Near
+        # the boundary |p| ~ 1/(1-|v|^2) is huge and float32 rounding of the lifted coordinates
+        # swamps the |u-v|^2 a(v) term that carries the order.
+        lifted = lift_database(database)
+        flat = faiss.IndexFlatL2(lifted.shape[1])
+        flat.add(lifted)
+        ids = flat.search(lift_queries(queries), k)[1]
+        return {"lift_R": float(np.linalg.norm(lifted[0].astype(np.float64))),
+                "exact_l2_on_lifted_float32_recall": recall(ids, truths["poincare"])}
+
+    def release(self) -> None:
+        self.index = None
+
+
+class FaissHNSWL2(Adapter):
+    name = "faiss-hnsw-l2"
+    library = "faiss"
+    truth = "l2"
+    extra_truths = ("poincare",)
+    sweep_values = EF_SWEEP
+    description = "faiss.IndexHNSWFlat(d, 16), L2 on the raw points"
+
+    def build(self, x: NDArray[np.float32], threads: int) -> None:
+        self.n, self.dim, self.build_threads = x.shape[0], x.shape[1], threads
+        faiss.omp_set_num_threads(threads)
+        self.index = faiss.IndexHNSWFlat(x.shape[1], M)
+        self.index.hnsw.efConstruction = EF_CONSTRUCTION
+        self.index.add(x)
+
+    def set_threads(self, n: int) -> None:
+        faiss.omp_set_num_threads(n)
+
+    def search(self, q: NDArray[np.float32], k: int, ef: int | None) -> NDArray[np.int64]:
+        self.index.hnsw.efSearch = int(ef if ef is not None else 16)
+        return self.index.search(q, k)[1]
+
+    def analytic_bytes(self) -> dict[str, float]:
+        return _faiss_hnsw_bytes(self.dim)
+
+    def release(self) -> None:
+        self.index = None
+
+
+class HnswlibL2(Adapter):
+    name = "hnswlib-l2"
+    library = "hnswlib"
+    truth = "l2"
+    extra_truths = ("poincare",)
+    sweep_values = EF_SWEEP
+    description = "hnswlib.Index('l2', M=16, ef_construction=200) on the raw points"
+
+    def build(self, x: NDArray[np.float32], threads: int) -> None:
+        self.n, self.dim, self.build_threads = x.shape[0], x.shape[1], threads
+        self.index = hnswlib.Index(space="l2", dim=x.shape[1])
+        self.index.init_index(max_elements=x.shape[0], ef_construction=EF_CONSTRUCTION, M=M)
+        self.index.set_num_threads(threads)
+        self.index.add_items(x, np.arange(x.shape[0]))
+
+    def set_threads(self, n: int) -> None:
+        self.index.set_num_threads(n)
+
+    def search(self, q: NDArray[np.float32], k: int, ef: int | None) -> NDArray[np.int64]:
+        self.index.set_ef(int(ef if ef is not None else 10))
+        labels, _ = self.index.knn_query(q, k=k)
+        return labels.astype(np.int64)
+
+    def analytic_bytes(self) -> dict[str, float]:
+        return {
+            "vectors": 4.0 * self.dim,
+            "label": 8,
+            "level0_links": 4 + 2 * M * 4,
+            "element_level": 4,
+            "linklist_ptr": 8,
+            "upper_links": _UPPER_LEVELS * (4 + M * 4) + _P_UPPER * _MALLOC_OVERHEAD,
+            "node_locks": _STD_MUTEX,
+            "label_hash_map": _HASH_ENTRY,
+            "visited_list_per_thread": 2,
+            "label_op_locks_fixed": 65536 * _STD_MUTEX,
+        }
+
+    def release(self) -> None:
+        self.index = None
+
+
+class FaissFlatL2(Adapter):
+    name = "faiss-flat-l2"
+    library = "faiss"
+    truth = "poincare"           # the question: what does plain L2 give a FAISS user?
+    extra_truths = ("l2",)        # sanity: exact L2 must score 1.0 here
+    description = "faiss.IndexFlatL2 on the raw points (exact L2)"
+
+    def build(self, x: NDArray[np.float32], threads: int) -> None:
+        self.n, self.dim, self.build_threads = x.shape[0], x.shape[1], threads
+        faiss.omp_set_num_threads(threads)
+        self.index = faiss.IndexFlatL2(x.shape[1])
+        self.index.add(x)
+
+    def set_threads(self, n: int) -> None:
+        faiss.omp_set_num_threads(n)
+
+    def search(self, q: NDArray[np.float32], k: int, ef: int | None) -> NDArray[np.int64]:
+        return self.index.search(q, k)[1]
+
+    def analytic_bytes(self) -> dict[str, float]:
+        return {"vectors": 4.0 * self.dim}
+
+    def release(self) -> None:
+        self.index = None
+
+
+CONTENDERS: dict[str, type[Adapter]] = {
+    cls.name: cls
+    for cls in (OursHNSW, FaissHNSWLifted, FaissHNSWL2, HnswlibL2, OursFlat, FaissFlatL2)
+}

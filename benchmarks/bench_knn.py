@@ -1,0 +1,527 @@
+#!/usr/bin/env python
+"""k-NN benchmark: poincare_index against FAISS and hnswlib on the same data, same harness.
+
+Every contender goes through the same adapter (see adapters.py): built once with all the
+threads asked for (timed, RSS measured), then an ef sweep where each batch of queries is timed
+at every thread count (best of ``--repeats`` runs, time.perf_counter around the whole batch)
+and scored with recall@k against exact float64 ground truth (truth.py). Results go to a JSON
+file under benchmarks/results/ and a table on stdout; every comparison is a ratio of two
+figures measured in this run.
+
+    python benchmarks/bench_knn.py --dataset all                        # the full benchmark
+    python benchmarks/bench_knn.py --dataset all --n 20000 --queries 200  # a quick run
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import adapters as ad
+import datasets as ds
+import numpy as np
+from truth import Truth, exact_knn, recall
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# ---------------------------------------------------------------------------------------------
+# results
+
+
+@dataclass
+class SweepPoint:
+    ef: int | None
+    recall: float                                            # against the contender's truth
+    recall_extra: dict[str, float] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)   # threads -> best batch seconds
+    qps: dict[str, float] = field(default_factory=dict)       # threads -> queries per second
+    same_ids_across_threads: bool = True
+
+
+@dataclass
+class ContenderResult:
+    name: str
+    library: str
+    description: str
+    truth: str
+    build_threads: int
+    build_seconds: float
+    rss_build_bytes: int
+    rss_bytes_per_vector: float
+    rss_after_search_bytes: int
+    analytic_bytes: dict[str, float]
+    analytic_bytes_per_vector: float
+    sweep: list[SweepPoint]
+    target_reached: bool
+    target_ef: int | None           # smallest ef reaching the target (None: exact / not reached)
+    target_recall: float | None
+    target_qps: dict[str, float]       # QPS at target_ef (or at the best recall if not reached)
+    best_recall: float
+    best_recall_ef: int | None
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass
+class Comparison:
+    name: str
+    value: float | None
+    detail: str
+
+
+@dataclass
+class DatasetResult:
+    name: str
+    description: str
+    n_database: int
+    n_queries: int
+    dim: int
+    info: dict[str, Any]
+    truth: dict[str, dict[str, Any]]
+    contenders: list[ContenderResult]
+    comparisons: list[Comparison]
+    seconds: float
+
+
+@dataclass
+class RunResult:
+    created: str
+    command: list[str]
+    parameters: dict[str, Any]
+    hardware: dict[str, Any]
+    versions: dict[str, str]
+    datasets: list[DatasetResult]
+
+
+# ---------------------------------------------------------------------------------------------
+# environment and memory
+
+
+def hardware_info() -> dict[str, Any]:
+    info: dict[str, Any] = {"platform": platform.platform(), "machine": platform.machine()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            lines = f.read().splitlines()
+        models = [ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")]
+        flags = next((ln.split(":", 1)[1].split() for ln in lines if ln.startswith("flags")), [])
+        info["cpu_model"] = models[0] if models else "unknown"
+        info["logical_cpus"] = len(models)
+        info["simd"] = [f for f in ("avx2", "fma", "avx512f", "avx512bw", "avx512vl") if f in flags]
+    except OSError:
+        info["cpu_model"] = platform.processor() or "unknown"
+    info["nproc"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    try:
+        with open("/proc/meminfo") as f:
+            mem = next(ln for ln in f if ln.startswith("MemTotal"))
+        info["mem_total_kib"] = int(mem.split()[1])
+    except (OSError, StopIteration):
+        pass
+    return info
+
+
+def versions() -> dict[str, str]:
+    import faiss
+
+    import poincare_index as pi
+
+    def dist_version(name: str) -> str:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "unknown"
+
+    import hashlib
+
+    core_path = pi._core.__file__
+    with open(core_path, "rb") as f:
+        core_sha = hashlib.sha256(f.read()).hexdigest()[:16]
+    return {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "poincare_index": pi.__version__,
+        # The exact build benchmarked: the package may be rebuilt between runs.
+        "poincare_index_core_sha256": core_sha,
+        "poincare_index_core_mtime": time.strftime(
+            "%Y-%m-%dT%H:%M:%S", time.localtime(os.path.getmtime(core_path))),
+        "poincare_index_kernel": pi.kernel_name(),
+        "faiss": getattr(faiss, "__version__", dist_version("faiss-cpu")),
+        "hnswlib": dist_version("hnswlib"),
+    }
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+try:
+    _LIBC: ctypes.CDLL | None = ctypes.CDLL("libc.so.6")
+except OSError:  # pragma: no cover - not glibc
+    _LIBC = None
+
+
+def rss_bytes() -> int:
+    """Resident set size of this process, after returning freed heap memory to the OS."""
+    gc.collect()
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except OSError:  # pragma: no cover - not Linux
+        return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# the harness loop
+
+
+def time_batches(adapter: ad.Adapter, q: np.ndarray, k: int, ef: int | None,
+                 threads: list[int], repeats: int) -> tuple[dict[int, float], dict[int, np.ndarray]]:
+    """Best wall time of ``repeats`` runs of the whole batch at each thread count, and the ids of
+    each count's first run. Repeats are interleaved across thread counts (1, 2, 1, 2, ...) so
+    a burst of load from elsewhere on the machine does not land on every run of one count."""
+    best = {t: float("inf") for t in threads}
+    ids: dict[int, np.ndarray] = {}
+    for _ in range(repeats):
+        for t in threads:
+            adapter.set_threads(t)
+            t0 = time.perf_counter()
+            out = adapter.search(q, k, ef)
+            best[t] = min(best[t], time.perf_counter() - t0)
+            ids.setdefault(t, out)
+    return best, ids
+
+
+def run_contender(adapter: ad.Adapter, data: ds.Dataset, truths: dict[str, Truth],
+                  args: argparse.Namespace) -> ContenderResult:
+    threads: list[int] = args.threads
+    build_threads = max(threads)
+    rss0 = rss_bytes()
+    t0 = time.perf_counter()
+    adapter.build(data.database, build_threads)
+    build_seconds = time.perf_counter() - t0
+    rss_build = rss_bytes() - rss0
+    n = data.database.shape[0]
+    nq = data.queries.shape[0]
+    sweep_values = adapter.sweep_values if args.efs is None or adapter.sweep_values == (None,) \
+        else args.efs
+    sweep: list[SweepPoint] = []
+    for ef in sweep_values:
+        point = SweepPoint(ef=ef, recall=0.0)
+        best, ids = time_batches(adapter, data.queries, args.k, ef, threads, args.repeats)
+        point.seconds = {str(t): s for t, s in best.items()}
+        point.qps = {str(t): nq / s for t, s in best.items()}
+        first_ids = ids[threads[0]]
+        point.same_ids_across_threads = all(np.array_equal(first_ids, v) for v in ids.values())
+        point.recall = recall(first_ids, truths[adapter.truth])
+        point.recall_extra = {m: recall(first_ids, truths[m]) for m in adapter.extra_truths}
+        sweep.append(point)
+        if args.verbose:
+            print(f"    {adapter.name:18s} ef={ef!s:>4} recall={point.recall:.4f} "
+                  + " ".join(f"qps@{t}={v:,.0f}" for t, v in point.qps.items()), flush=True)
+        if point.recall >= args.stop_recall:
+            break
+    rss_after = rss_bytes() - rss0
+    reached = [p for p in sweep if p.recall >= args.target]
+    best = max(sweep, key=lambda p: (p.recall, -(p.ef or 0)))
+    chosen = reached[0] if reached else best
+    analytic = adapter.analytic_bytes()
+    analytic_total = 0.0
+    for key, v in analytic.items():
+        if key.endswith("_per_thread"):
+            v *= build_threads
+        elif key.endswith("_fixed"):
+            v /= n
+        analytic_total += v
+    diagnostics = adapter.diagnostics(data.database, data.queries, args.k, truths)
+    return ContenderResult(
+        name=adapter.name,
+        library=adapter.library,
+        description=adapter.description,
+        truth=adapter.truth,
+        build_threads=build_threads,
+        build_seconds=build_seconds,
+        rss_build_bytes=rss_build,
+        rss_bytes_per_vector=rss_build / n,
+        rss_after_search_bytes=rss_after,
+        analytic_bytes=analytic,
+        analytic_bytes_per_vector=analytic_total,
+        sweep=sweep,
+        target_reached=bool(reached),
+        target_ef=chosen.ef if reached else None,
+        target_recall=chosen.recall,
+        target_qps=dict(chosen.qps),
+        best_recall=best.recall,
+        best_recall_ef=best.ef,
+        diagnostics=diagnostics,
+    )
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def compare(results: dict[str, ContenderResult], threads: list[int],
+            target: float) -> list[Comparison]:
+    out: list[Comparison] = []
+
+    def qps_at_target(name: str, t: int) -> float | None:
+        r = results.get(name)
+        return r.target_qps.get(str(t)) if r is not None and r.target_reached else None
+
+    def missing(*names: str) -> str:
+        parts = []
+        for nm in names:
+            r = results.get(nm)
+            if r is None:
+                parts.append(f"{nm} not run")
+            elif not r.target_reached:
+                parts.append(f"{nm} never reached {target} (best {r.best_recall:.4f} "
+                             f"at ef={r.best_recall_ef})")
+        return "; ".join(parts)
+
+    for t in threads:
+        for other, what in (("faiss-hnsw-lifted", "same Poincaré task"),
+                            ("hnswlib-l2", "cost of hyperbolic vs hnswlib L2"),
+                            ("faiss-hnsw-l2", "cost of hyperbolic vs FAISS L2")):
+            v = _ratio(qps_at_target("ours-hnsw", t), qps_at_target(other, t))
+            out.append(Comparison(f"QPS ours-hnsw / {other} @recall {target}, {t} thr", v,
+                                  what if v is not None else missing("ours-hnsw", other)))
+    if "ours-hnsw" in results and "faiss-hnsw-lifted" in results:
+        a, b = results["ours-hnsw"], results["faiss-hnsw-lifted"]
+        out.append(Comparison("build time ours-hnsw / faiss-hnsw-lifted",
+                              _ratio(a.build_seconds, b.build_seconds),
+                              f"{a.build_seconds:.2f}s vs {b.build_seconds:.2f}s, "
+                              f"{a.build_threads} threads"))
+    if "ours-hnsw" in results and "hnswlib-l2" in results:
+        a, b = results["ours-hnsw"], results["hnswlib-l2"]
+        out.append(Comparison("build time ours-hnsw / hnswlib-l2",
+                              _ratio(a.build_seconds, b.build_seconds),
+                              f"{a.build_seconds:.2f}s vs {b.build_seconds:.2f}s"))
+    if "faiss-flat-l2" in results:
+        r = results["faiss-flat-l2"]
+        out.append(Comparison("recall@k of exact L2 (faiss.IndexFlatL2) vs Poincaré truth",
+                              r.best_recall, "what plain L2 on the ball points gives"))
+    for other in ("faiss-hnsw-lifted", "faiss-hnsw-l2", "hnswlib-l2"):
+        if "ours-hnsw" in results and other in results:
+            a, b = results["ours-hnsw"], results[other]
+            out.append(Comparison(
+                f"bytes/vector ours-hnsw / {other} (RSS)",
+                _ratio(a.rss_bytes_per_vector, b.rss_bytes_per_vector),
+                f"{a.rss_bytes_per_vector:.0f} vs {b.rss_bytes_per_vector:.0f} B; analytic "
+                f"{a.analytic_bytes_per_vector:.0f} vs {b.analytic_bytes_per_vector:.0f} B"))
+    if "ours-flat" in results and "faiss-flat-l2" in results:
+        a, b = results["ours-flat"], results["faiss-flat-l2"]
+        for t in threads:
+            ta, tb = a.sweep[0].seconds.get(str(t)), b.sweep[0].seconds.get(str(t))
+            v = _ratio(ta, tb)
+            out.append(Comparison(
+                f"flat search time ours-flat / faiss-flat-l2, {t} thr", v,
+                f"{ta * 1e3:.1f} ms vs {tb * 1e3:.1f} ms (target <= 1.5)"
+                if ta is not None and tb is not None else "not measured"))
+    return out
+
+
+def run_dataset(name: str, args: argparse.Namespace) -> DatasetResult:
+    t_start = time.perf_counter()
+    load_before = os.getloadavg()
+    print(f"\n=== {name} === (load average {load_before[0]:.2f})", flush=True)
+    if load_before[0] > 0.5:
+        print("  warning: the machine is busy; multi-thread timings will be noisy", flush=True)
+    data = ds.load(name, args.n, args.queries, seed=args.seed)
+    n, d = data.database.shape
+    print(f"{data.description}: database {n:,} x {d}, {data.queries.shape[0]:,} queries; "
+          f"db norms median {data.info['db_norm_median']:.6f} max {data.info['db_norm_max']:.8f}",
+          flush=True)
+    truths: dict[str, Truth] = {}
+    for metric in ("poincare", "l2"):
+        truths[metric] = exact_knn(data.database, data.queries, args.k, metric)
+        tr = truths[metric]
+        print(f"truth {metric}: {tr.seconds:.1f}s, ties at k: {tr.ties_at_k}, candidate-cut "
+              f"violations: {tr.cut_violations}", flush=True)
+    results: dict[str, ContenderResult] = {}
+    for cname in args.contenders:
+        adapter = ad.CONTENDERS[cname]()
+        print(f"  {cname} ...", flush=True)
+        try:
+            results[cname] = run_contender(adapter, data, truths, args)
+        except Exception as exc:  # a contender failing must not lose the others' results
+            print(f"  {cname} FAILED: {exc!r}", flush=True)
+            results[cname] = ContenderResult(
+                name=cname, library=adapter.library, description=adapter.description,
+                truth=adapter.truth, build_threads=max(args.threads), build_seconds=float("nan"),
+                rss_build_bytes=0, rss_bytes_per_vector=float("nan"), rss_after_search_bytes=0,
+                analytic_bytes={}, analytic_bytes_per_vector=float("nan"), sweep=[],
+                target_reached=False, target_ef=None, target_recall=None, target_qps={},
+                best_recall=float("nan"), best_recall_ef=None, error=repr(exc))
+        finally:
+            adapter.release()
+            del adapter
+    truth_info = {
+        m: {"seconds": t.seconds, "ties_at_k": t.ties_at_k, "cut_violations": t.cut_violations}
+        for m, t in truths.items()
+    }
+    data.info["loadavg_1min_before"] = load_before[0]
+    data.info["loadavg_1min_after"] = os.getloadavg()[0]
+    truth_info["overlap_l2_vs_poincare"] = {"recall": recall(truths["l2"].ids, truths["poincare"])}
+    return DatasetResult(
+        name=name, description=data.description, n_database=n,
+        n_queries=int(data.queries.shape[0]), dim=d, info=data.info, truth=truth_info,
+        contenders=list(results.values()),
+        comparisons=compare(results, args.threads, args.target),
+        seconds=time.perf_counter() - t_start)
+
+
+# ---------------------------------------------------------------------------------------------
+# output
+
+
+def _fmt(v: float | None, spec: str = ".2f") -> str:
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return "-"
+    return format(v, spec)
+
+
+def _json_ready(obj: Any) -> Any:
+    """Plain JSON: numpy scalars to Python, NaN / inf to null (strict parsers reject NaN)."""
+    if isinstance(obj, dict):
+        return {str(k): _json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_ready(v) for v in obj]
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if np.isfinite(obj) else None
+    if isinstance(obj, np.ndarray):
+        return _json_ready(obj.tolist())
+    return obj
+
+
+def print_dataset(r: DatasetResult, threads: list[int], target: float, k: int) -> None:
+    print(f"\n## {r.name}: {r.description}")
+    print(f"database {r.n_database:,} x {r.dim}, {r.n_queries:,} queries, recall@{k}, "
+          f"target {target}")
+    qcols = [f"QPS {t}thr" for t in threads]
+    head = ["contender", "truth", "build s", f"ef@{target}", "recall", *qcols, "B/vec RSS",
+            "B/vec est"]
+    rows = []
+    for c in r.contenders:
+        if c.error:
+            rows.append([c.name, c.truth, "-", "FAILED", c.error[:40], *["-"] * len(threads),
+                         "-", "-"])
+            continue
+        if not c.sweep or c.sweep[0].ef is None:
+            ef_col = "exact"
+        elif c.target_reached:
+            ef_col = str(c.target_ef)
+        else:
+            ef_col = f"never (best@{c.best_recall_ef})"
+        rows.append([c.name, c.truth, _fmt(c.build_seconds), ef_col,
+                     _fmt(c.target_recall, ".4f"),
+                     *[_fmt(c.target_qps.get(str(t)), ",.0f") for t in threads],
+                     _fmt(c.rss_bytes_per_vector, ".0f"), _fmt(c.analytic_bytes_per_vector, ".0f")])
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    for row in (head, ["-" * w for w in widths], *rows):
+        print("  ".join(str(x).ljust(w) if i < 2 else str(x).rjust(w)
+                        for i, (x, w) in enumerate(zip(row, widths))))
+    print("\nsweep (ef: recall / QPS at " + ",".join(map(str, threads)) + " threads):")
+    for c in r.contenders:
+        if not c.sweep or c.sweep[0].ef is None:
+            continue
+        pts = "  ".join(f"{p.ef}:{p.recall:.3f}/" + ",".join(_fmt(p.qps.get(str(t)), ".0f")
+                                                           for t in threads) for p in c.sweep)
+        print(f"  {c.name:18s} {pts}")
+    print("\ncomparisons (same run; QPS ratio > 1: ours faster; time / bytes ratio < 1: ours "
+          "better):")
+    for cmp in r.comparisons:
+        print(f"  {cmp.name:62s} {_fmt(cmp.value, '.3f'):>8}   {cmp.detail}")
+    notes = []
+    for c in r.contenders:
+        if any(not p.same_ids_across_threads for p in c.sweep):
+            notes.append(f"{c.name}: results differ between thread counts")
+        for m, v in (c.sweep[-1].recall_extra.items() if c.sweep else []):
+            notes.append(f"{c.name}: recall vs {m} truth at ef={c.sweep[-1].ef}: {v:.4f}")
+        if c.diagnostics:
+            notes.append(f"{c.name}: {json.dumps(c.diagnostics, sort_keys=True)}")
+    if notes:
+        print("\nchecks:")
+        for line in notes:
+            print(f"  {line}")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dataset", default="all", choices=[*ds.DATASETS, "all"],
+                   help="default: all")
+    p.add_argument("--n", type=int, default=None,
+                   help="rows in all, queries included (default: hierarchy 100000, GloVe 400000)")
+    p.add_argument("--queries", type=int, default=1000, help="held-out queries (default: 1000)")
+    p.add_argument("--threads", default="1,2",
+                   help="search thread counts; the build uses the largest (default: 1,2)")
+    p.add_argument("--k", type=int, default=10, help="neighbours per query (default: 10)")
+    p.add_argument("--target", type=float, default=0.95, help="recall@k target (default: 0.95)")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="timed runs per batch, the best kept (default: 3)")
+    p.add_argument("--efs", default=None,
+                   help="comma-separated ef sweep (default: "
+                   + ",".join(map(str, ad.EF_SWEEP)) + ")")
+    p.add_argument("--stop-recall", type=float, default=0.999,
+                   help="stop a contender's sweep once its recall reaches this; > 1 for the "
+                   "full sweep (default: 0.999)")
+    p.add_argument("--contenders", default=",".join(ad.CONTENDERS),
+                   help="comma-separated subset of " + ",".join(ad.CONTENDERS) + " (default: all)")
+    p.add_argument("--seed", type=int, default=0, help="data and query seed (default: 0)")
+    p.add_argument("--out", default=None,
+                   help="JSON path (default: benchmarks/results/knn_<dataset>_<n>_<time>.json)")
+    p.add_argument("-v", "--verbose", action="store_true", help="print each sweep point")
+    args = p.parse_args(argv)
+    args.threads = [int(t) for t in str(args.threads).split(",") if t.strip()]
+    if not args.threads or min(args.threads) < 1:
+        p.error("--threads needs positive integers")
+    args.efs = None if args.efs is None else tuple(int(e) for e in args.efs.split(","))
+    args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
+    unknown = [c for c in args.contenders if c not in ad.CONTENDERS]
+    if unknown:
+        p.error(f"unknown contenders {unknown}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    names = list(ds.DATASETS) if args.dataset == "all" else [args.dataset]
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = args.out or os.path.join(
+        HERE, "results", f"knn_{args.dataset}_{'full' if args.n is None else args.n}_{stamp}.json")
+    run = RunResult(
+        created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), command=sys.argv,
+        parameters={k: v for k, v in vars(args).items()} | {"M": ad.M,
+                                                           "ef_construction": ad.EF_CONSTRUCTION,
+                                                           "ef_sweep": list(ad.EF_SWEEP)},
+        hardware=hardware_info(), versions=versions(), datasets=[])
+    hw = run.hardware
+    v = run.versions
+    print(f"{hw.get('cpu_model')}, nproc {hw.get('nproc')}; poincare_index {v['poincare_index']} "
+          f"(_core sha256 {v['poincare_index_core_sha256']}, kernel {v['poincare_index_kernel']}), "
+          f"faiss {v['faiss']}, hnswlib {v['hnswlib']}; search threads {args.threads}")
+    for name in names:
+        result = run_dataset(name, args)
+        run.datasets.append(result)
+        print_dataset(result, args.threads, args.target, args.k)
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        with open(out, "w") as f:  # rewritten after each dataset: a crash keeps what finished
+            json.dump(_json_ready(asdict(run)), f, indent=1, allow_nan=False)
+    print(f"\nresults: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
