@@ -30,9 +30,9 @@ EF_SWEEP = (10, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 # (all three HNSW implementations use level_mult = 1/ln M): sum_l M^-l = 1/(M-1).
 _UPPER_LEVELS = 1.0 / (M - 1)
 _P_UPPER = 1.0 / M
-_MALLOC_OVERHEAD = 16     # glibc chunk header + rounding, per separately allocated block
-_STD_MUTEX = 40           # sizeof(std::mutex) on x86-64 Linux
-_HASH_ENTRY = 32 + 8      # unordered_map<int64, uint32> node (24 B -> 32 B chunk) + bucket
+_MALLOC_OVERHEAD = 16  # glibc chunk header + rounding, per separately allocated block
+_STD_MUTEX = 40  # sizeof(std::mutex) on x86-64 Linux
+_HASH_ENTRY = 32 + 8  # unordered_map<int64, uint32> node (24 B -> 32 B chunk) + bucket
 
 
 class Adapter:
@@ -40,7 +40,7 @@ class Adapter:
 
     name: str = ""
     library: str = ""
-    truth: str = "poincare"            # the truth recall is scored against
+    truth: str = "poincare"  # the truth recall is scored against
     extra_truths: tuple[str, ...] = ()  # also reported, not used for the target
     sweep_values: Sequence[int | None] = (None,)
     description: str = ""
@@ -66,8 +66,9 @@ class Adapter:
         ``_fixed`` are whole-index bytes (divided by n for the per-vector total)."""
         return {}
 
-    def diagnostics(self, database: NDArray[np.float32], queries: NDArray[np.float32],
-                    k: int, truths: dict[str, Truth]) -> dict[str, Any]:
+    def diagnostics(
+        self, database: NDArray[np.float32], queries: NDArray[np.float32], k: int, truths: dict[str, Truth]
+    ) -> dict[str, Any]:
         """Contender-specific correctness checks, run after the sweep."""
         return {}
 
@@ -76,8 +77,12 @@ class Adapter:
         raise NotImplementedError
 
 
-def _distance_check(dist: NDArray[np.float32], ids: NDArray[np.int64],
-                    database: NDArray[np.float32], queries: NDArray[np.float32]) -> dict[str, Any]:
+def _distance_check(
+    dist: NDArray[np.float32],
+    ids: NDArray[np.int64],
+    database: NDArray[np.float32],
+    queries: NDArray[np.float32],
+) -> dict[str, Any]:
     """Max relative error of reported float32 distances against float64 pi.distance."""
     valid = ids >= 0
     ref = pi.distance(queries[:, None, :], database[np.where(valid, ids, 0)])
@@ -100,8 +105,9 @@ class OursHNSW(Adapter):
 
     def build(self, x: NDArray[np.float32], threads: int) -> None:
         self.n, self.dim, self.build_threads = x.shape[0], x.shape[1], threads
-        self.index = pi.PoincareIndex(x.shape[1], M=M, ef_construction=EF_CONSTRUCTION, seed=0,
-                                      num_threads=threads)
+        self.index = pi.PoincareIndex(
+            x.shape[1], M=M, ef_construction=EF_CONSTRUCTION, seed=0, num_threads=threads
+        )
         self.index.add(x)
 
     def set_threads(self, n: int) -> None:
@@ -128,8 +134,9 @@ class OursHNSW(Adapter):
             "visited_scratch_per_thread": 2 * 1.25,
         }
 
-    def diagnostics(self, database: NDArray[np.float32], queries: NDArray[np.float32],
-                    k: int, truths: dict[str, Truth]) -> dict[str, Any]:
+    def diagnostics(
+        self, database: NDArray[np.float32], queries: NDArray[np.float32], k: int, truths: dict[str, Truth]
+    ) -> dict[str, Any]:
         out: dict[str, Any] = {"check_integrity": self.index.check_integrity()}
         dist, ids = self.index.search(queries, k)  # default ef_search
         out["default_ef_search"] = self.index.ef_search
@@ -158,11 +165,17 @@ class OursFlat(Adapter):
         return self.index.search(q, k)[1]
 
     def analytic_bytes(self) -> dict[str, float]:
-        return {"vectors": 4.0 * self.dim, "factors": 28, "id": 8, "deleted_flag": 1,
-                "id_hash_map": _HASH_ENTRY}
+        return {
+            "vectors": 4.0 * self.dim,
+            "factors": 28,
+            "id": 8,
+            "deleted_flag": 1,
+            "id_hash_map": _HASH_ENTRY,
+        }
 
-    def diagnostics(self, database: NDArray[np.float32], queries: NDArray[np.float32],
-                    k: int, truths: dict[str, Truth]) -> dict[str, Any]:
+    def diagnostics(
+        self, database: NDArray[np.float32], queries: NDArray[np.float32], k: int, truths: dict[str, Truth]
+    ) -> dict[str, Any]:
         dist, ids = self.index.search(queries, k)
         return _distance_check(dist, ids, database, queries)
 
@@ -230,8 +243,9 @@ class FaissHNSWLifted(Adapter):
     def analytic_bytes(self) -> dict[str, float]:
         return _faiss_hnsw_bytes(self.dim + 3)
 
-    def diagnostics(self, database: NDArray[np.float32], queries: NDArray[np.float32],
-                    k: int, truths: dict[str, Truth]) -> dict[str, Any]:
+    def diagnostics(
+        self, database: NDArray[np.float32], queries: NDArray[np.float32], k: int, truths: dict[str, Truth]
+    ) -> dict[str, Any]:
         # The ceiling of the lift in float32: exact L2 on the lifted vectors (no graph). Near
         # the boundary |p| ~ 1/(1-|v|^2) is huge and float32 rounding of the lifted coordinates
         # swamps the |u-v|^2 a(v) term that carries the order.
@@ -239,8 +253,10 @@ class FaissHNSWLifted(Adapter):
         flat = faiss.IndexFlatL2(lifted.shape[1])
         flat.add(lifted)
         ids = flat.search(lift_queries(queries), k)[1]
-        return {"lift_R": float(np.linalg.norm(lifted[0].astype(np.float64))),
-                "exact_l2_on_lifted_float32_recall": recall(ids, truths["poincare"])}
+        return {
+            "lift_R": float(np.linalg.norm(lifted[0].astype(np.float64))),
+            "exact_l2_on_lifted_float32_recall": recall(ids, truths["poincare"]),
+        }
 
     def release(self) -> None:
         self.index = None
@@ -319,8 +335,8 @@ class HnswlibL2(Adapter):
 class FaissFlatL2(Adapter):
     name = "faiss-flat-l2"
     library = "faiss"
-    truth = "poincare"           # the question: what does plain L2 give a FAISS user?
-    extra_truths = ("l2",)        # sanity: exact L2 must score 1.0 here
+    truth = "poincare"  # the question: what does plain L2 give a FAISS user?
+    extra_truths = ("l2",)  # sanity: exact L2 must score 1.0 here
     description = "faiss.IndexFlatL2 on the raw points (exact L2)"
 
     def build(self, x: NDArray[np.float32], threads: int) -> None:
@@ -343,6 +359,5 @@ class FaissFlatL2(Adapter):
 
 
 CONTENDERS: dict[str, type[Adapter]] = {
-    cls.name: cls
-    for cls in (OursHNSW, FaissHNSWLifted, FaissHNSWL2, HnswlibL2, OursFlat, FaissFlatL2)
+    cls.name: cls for cls in (OursHNSW, FaissHNSWLifted, FaissHNSWL2, HnswlibL2, OursFlat, FaissFlatL2)
 }

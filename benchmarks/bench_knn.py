@@ -39,10 +39,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 @dataclass
 class SweepPoint:
     ef: int | None
-    recall: float                                            # against the contender's truth
+    recall: float  # against the contender's truth
     recall_extra: dict[str, float] = field(default_factory=dict)
-    seconds: dict[str, float] = field(default_factory=dict)   # threads -> best batch seconds
-    qps: dict[str, float] = field(default_factory=dict)       # threads -> queries per second
+    seconds: dict[str, float] = field(default_factory=dict)  # threads -> best batch seconds
+    qps: dict[str, float] = field(default_factory=dict)  # threads -> queries per second
     same_ids_across_threads: bool = True
 
 
@@ -61,9 +61,9 @@ class ContenderResult:
     analytic_bytes_per_vector: float
     sweep: list[SweepPoint]
     target_reached: bool
-    target_ef: int | None           # smallest ef reaching the target (None: exact / not reached)
+    target_ef: int | None  # smallest ef reaching the target (None: exact / not reached)
     target_recall: float | None
-    target_qps: dict[str, float]       # QPS at target_ef (or at the best recall if not reached)
+    target_qps: dict[str, float]  # QPS at target_ef (or at the best recall if not reached)
     best_recall: float
     best_recall_ef: int | None
     diagnostics: dict[str, Any] = field(default_factory=dict)
@@ -152,7 +152,8 @@ def versions() -> dict[str, str]:
         # The exact build benchmarked: the package may be rebuilt between runs.
         "poincare_index_core_sha256": core_sha,
         "poincare_index_core_mtime": time.strftime(
-            "%Y-%m-%dT%H:%M:%S", time.localtime(os.path.getmtime(core_path))),
+            "%Y-%m-%dT%H:%M:%S", time.localtime(os.path.getmtime(core_path))
+        ),
         "poincare_index_kernel": pi.kernel_name(),
         "faiss": getattr(faiss, "__version__", dist_version("faiss-cpu")),
         "hnswlib": dist_version("hnswlib"),
@@ -182,8 +183,9 @@ def rss_bytes() -> int:
 # the harness loop
 
 
-def time_batches(adapter: ad.Adapter, q: np.ndarray, k: int, ef: int | None,
-                 threads: list[int], repeats: int) -> tuple[dict[int, float], dict[int, np.ndarray]]:
+def time_batches(
+    adapter: ad.Adapter, q: np.ndarray, k: int, ef: int | None, threads: list[int], repeats: int
+) -> tuple[dict[int, float], dict[int, np.ndarray]]:
     """Best wall time of ``repeats`` runs of the whole batch at each thread count, and the ids of
     each count's first run. Repeats are interleaved across thread counts (1, 2, 1, 2, ...) so
     a burst of load from elsewhere on the machine does not land on every run of one count."""
@@ -199,8 +201,9 @@ def time_batches(adapter: ad.Adapter, q: np.ndarray, k: int, ef: int | None,
     return best, ids
 
 
-def run_contender(adapter: ad.Adapter, data: ds.Dataset, truths: dict[str, Truth],
-                  args: argparse.Namespace) -> ContenderResult:
+def run_contender(
+    adapter: ad.Adapter, data: ds.Dataset, truths: dict[str, Truth], args: argparse.Namespace
+) -> ContenderResult:
     threads: list[int] = args.threads
     build_threads = max(threads)
     rss0 = rss_bytes()
@@ -210,8 +213,7 @@ def run_contender(adapter: ad.Adapter, data: ds.Dataset, truths: dict[str, Truth
     rss_build = rss_bytes() - rss0
     n = data.database.shape[0]
     nq = data.queries.shape[0]
-    sweep_values = adapter.sweep_values if args.efs is None or adapter.sweep_values == (None,) \
-        else args.efs
+    sweep_values = adapter.sweep_values if args.efs is None or adapter.sweep_values == (None,) else args.efs
     sweep: list[SweepPoint] = []
     for ef in sweep_values:
         point = SweepPoint(ef=ef, recall=0.0)
@@ -224,8 +226,11 @@ def run_contender(adapter: ad.Adapter, data: ds.Dataset, truths: dict[str, Truth
         point.recall_extra = {m: recall(first_ids, truths[m]) for m in adapter.extra_truths}
         sweep.append(point)
         if args.verbose:
-            print(f"    {adapter.name:18s} ef={ef!s:>4} recall={point.recall:.4f} "
-                  + " ".join(f"qps@{t}={v:,.0f}" for t, v in point.qps.items()), flush=True)
+            print(
+                f"    {adapter.name:18s} ef={ef!s:>4} recall={point.recall:.4f} "
+                + " ".join(f"qps@{t}={v:,.0f}" for t, v in point.qps.items()),
+                flush=True,
+            )
         if point.recall >= args.stop_recall:
             break
     rss_after = rss_bytes() - rss0
@@ -270,8 +275,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b
 
 
-def compare(results: dict[str, ContenderResult], threads: list[int],
-            target: float) -> list[Comparison]:
+def compare(results: dict[str, ContenderResult], threads: list[int], target: float) -> list[Comparison]:
     out: list[Comparison] = []
 
     def qps_at_target(name: str, t: int) -> float | None:
@@ -285,49 +289,77 @@ def compare(results: dict[str, ContenderResult], threads: list[int],
             if r is None:
                 parts.append(f"{nm} not run")
             elif not r.target_reached:
-                parts.append(f"{nm} never reached {target} (best {r.best_recall:.4f} "
-                             f"at ef={r.best_recall_ef})")
+                parts.append(
+                    f"{nm} never reached {target} (best {r.best_recall:.4f} at ef={r.best_recall_ef})"
+                )
         return "; ".join(parts)
 
     for t in threads:
-        for other, what in (("faiss-hnsw-lifted", "same Poincaré task"),
-                            ("hnswlib-l2", "cost of hyperbolic vs hnswlib L2"),
-                            ("faiss-hnsw-l2", "cost of hyperbolic vs FAISS L2")):
+        for other, what in (
+            ("faiss-hnsw-lifted", "same Poincaré task"),
+            ("hnswlib-l2", "cost of hyperbolic vs hnswlib L2"),
+            ("faiss-hnsw-l2", "cost of hyperbolic vs FAISS L2"),
+        ):
             v = _ratio(qps_at_target("ours-hnsw", t), qps_at_target(other, t))
-            out.append(Comparison(f"QPS ours-hnsw / {other} @recall {target}, {t} thr", v,
-                                  what if v is not None else missing("ours-hnsw", other)))
+            out.append(
+                Comparison(
+                    f"QPS ours-hnsw / {other} @recall {target}, {t} thr",
+                    v,
+                    what if v is not None else missing("ours-hnsw", other),
+                )
+            )
     if "ours-hnsw" in results and "faiss-hnsw-lifted" in results:
         a, b = results["ours-hnsw"], results["faiss-hnsw-lifted"]
-        out.append(Comparison("build time ours-hnsw / faiss-hnsw-lifted",
-                              _ratio(a.build_seconds, b.build_seconds),
-                              f"{a.build_seconds:.2f}s vs {b.build_seconds:.2f}s, "
-                              f"{a.build_threads} threads"))
+        out.append(
+            Comparison(
+                "build time ours-hnsw / faiss-hnsw-lifted",
+                _ratio(a.build_seconds, b.build_seconds),
+                f"{a.build_seconds:.2f}s vs {b.build_seconds:.2f}s, {a.build_threads} threads",
+            )
+        )
     if "ours-hnsw" in results and "hnswlib-l2" in results:
         a, b = results["ours-hnsw"], results["hnswlib-l2"]
-        out.append(Comparison("build time ours-hnsw / hnswlib-l2",
-                              _ratio(a.build_seconds, b.build_seconds),
-                              f"{a.build_seconds:.2f}s vs {b.build_seconds:.2f}s"))
+        out.append(
+            Comparison(
+                "build time ours-hnsw / hnswlib-l2",
+                _ratio(a.build_seconds, b.build_seconds),
+                f"{a.build_seconds:.2f}s vs {b.build_seconds:.2f}s",
+            )
+        )
     if "faiss-flat-l2" in results:
         r = results["faiss-flat-l2"]
-        out.append(Comparison("recall@k of exact L2 (faiss.IndexFlatL2) vs Poincaré truth",
-                              r.best_recall, "what plain L2 on the ball points gives"))
+        out.append(
+            Comparison(
+                "recall@k of exact L2 (faiss.IndexFlatL2) vs Poincaré truth",
+                r.best_recall,
+                "what plain L2 on the ball points gives",
+            )
+        )
     for other in ("faiss-hnsw-lifted", "faiss-hnsw-l2", "hnswlib-l2"):
         if "ours-hnsw" in results and other in results:
             a, b = results["ours-hnsw"], results[other]
-            out.append(Comparison(
-                f"bytes/vector ours-hnsw / {other} (RSS)",
-                _ratio(a.rss_bytes_per_vector, b.rss_bytes_per_vector),
-                f"{a.rss_bytes_per_vector:.0f} vs {b.rss_bytes_per_vector:.0f} B; analytic "
-                f"{a.analytic_bytes_per_vector:.0f} vs {b.analytic_bytes_per_vector:.0f} B"))
+            out.append(
+                Comparison(
+                    f"bytes/vector ours-hnsw / {other} (RSS)",
+                    _ratio(a.rss_bytes_per_vector, b.rss_bytes_per_vector),
+                    f"{a.rss_bytes_per_vector:.0f} vs {b.rss_bytes_per_vector:.0f} B; analytic "
+                    f"{a.analytic_bytes_per_vector:.0f} vs {b.analytic_bytes_per_vector:.0f} B",
+                )
+            )
     if "ours-flat" in results and "faiss-flat-l2" in results:
         a, b = results["ours-flat"], results["faiss-flat-l2"]
         for t in threads:
             ta, tb = a.sweep[0].seconds.get(str(t)), b.sweep[0].seconds.get(str(t))
             v = _ratio(ta, tb)
-            out.append(Comparison(
-                f"flat search time ours-flat / faiss-flat-l2, {t} thr", v,
-                f"{ta * 1e3:.1f} ms vs {tb * 1e3:.1f} ms (target <= 1.5)"
-                if ta is not None and tb is not None else "not measured"))
+            out.append(
+                Comparison(
+                    f"flat search time ours-flat / faiss-flat-l2, {t} thr",
+                    v,
+                    f"{ta * 1e3:.1f} ms vs {tb * 1e3:.1f} ms (target <= 1.5)"
+                    if ta is not None and tb is not None
+                    else "not measured",
+                )
+            )
     return out
 
 
@@ -339,15 +371,20 @@ def run_dataset(name: str, args: argparse.Namespace) -> DatasetResult:
         print("  warning: the machine is busy; multi-thread timings will be noisy", flush=True)
     data = ds.load(name, args.n, args.queries, seed=args.seed)
     n, d = data.database.shape
-    print(f"{data.description}: database {n:,} x {d}, {data.queries.shape[0]:,} queries; "
-          f"db norms median {data.info['db_norm_median']:.6f} max {data.info['db_norm_max']:.8f}",
-          flush=True)
+    print(
+        f"{data.description}: database {n:,} x {d}, {data.queries.shape[0]:,} queries; "
+        f"db norms median {data.info['db_norm_median']:.6f} max {data.info['db_norm_max']:.8f}",
+        flush=True,
+    )
     truths: dict[str, Truth] = {}
     for metric in ("poincare", "l2"):
         truths[metric] = exact_knn(data.database, data.queries, args.k, metric)
         tr = truths[metric]
-        print(f"truth {metric}: {tr.seconds:.1f}s, ties at k: {tr.ties_at_k}, candidate-cut "
-              f"violations: {tr.cut_violations}", flush=True)
+        print(
+            f"truth {metric}: {tr.seconds:.1f}s, ties at k: {tr.ties_at_k}, candidate-cut "
+            f"violations: {tr.cut_violations}",
+            flush=True,
+        )
     results: dict[str, ContenderResult] = {}
     for cname in args.contenders:
         adapter = ad.CONTENDERS[cname]()
@@ -357,12 +394,26 @@ def run_dataset(name: str, args: argparse.Namespace) -> DatasetResult:
         except Exception as exc:  # a contender failing must not lose the others' results
             print(f"  {cname} FAILED: {exc!r}", flush=True)
             results[cname] = ContenderResult(
-                name=cname, library=adapter.library, description=adapter.description,
-                truth=adapter.truth, build_threads=max(args.threads), build_seconds=float("nan"),
-                rss_build_bytes=0, rss_bytes_per_vector=float("nan"), rss_after_search_bytes=0,
-                analytic_bytes={}, analytic_bytes_per_vector=float("nan"), sweep=[],
-                target_reached=False, target_ef=None, target_recall=None, target_qps={},
-                best_recall=float("nan"), best_recall_ef=None, error=repr(exc))
+                name=cname,
+                library=adapter.library,
+                description=adapter.description,
+                truth=adapter.truth,
+                build_threads=max(args.threads),
+                build_seconds=float("nan"),
+                rss_build_bytes=0,
+                rss_bytes_per_vector=float("nan"),
+                rss_after_search_bytes=0,
+                analytic_bytes={},
+                analytic_bytes_per_vector=float("nan"),
+                sweep=[],
+                target_reached=False,
+                target_ef=None,
+                target_recall=None,
+                target_qps={},
+                best_recall=float("nan"),
+                best_recall_ef=None,
+                error=repr(exc),
+            )
         finally:
             adapter.release()
             del adapter
@@ -374,11 +425,17 @@ def run_dataset(name: str, args: argparse.Namespace) -> DatasetResult:
     data.info["loadavg_1min_after"] = os.getloadavg()[0]
     truth_info["overlap_l2_vs_poincare"] = {"recall": recall(truths["l2"].ids, truths["poincare"])}
     return DatasetResult(
-        name=name, description=data.description, n_database=n,
-        n_queries=int(data.queries.shape[0]), dim=d, info=data.info, truth=truth_info,
+        name=name,
+        description=data.description,
+        n_database=n,
+        n_queries=int(data.queries.shape[0]),
+        dim=d,
+        info=data.info,
+        truth=truth_info,
         contenders=list(results.values()),
         comparisons=compare(results, args.threads, args.target),
-        seconds=time.perf_counter() - t_start)
+        seconds=time.perf_counter() - t_start,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -408,16 +465,13 @@ def _json_ready(obj: Any) -> Any:
 
 def print_dataset(r: DatasetResult, threads: list[int], target: float, k: int) -> None:
     print(f"\n## {r.name}: {r.description}")
-    print(f"database {r.n_database:,} x {r.dim}, {r.n_queries:,} queries, recall@{k}, "
-          f"target {target}")
+    print(f"database {r.n_database:,} x {r.dim}, {r.n_queries:,} queries, recall@{k}, target {target}")
     qcols = [f"QPS {t}thr" for t in threads]
-    head = ["contender", "truth", "build s", f"ef@{target}", "recall", *qcols, "B/vec RSS",
-            "B/vec est"]
+    head = ["contender", "truth", "build s", f"ef@{target}", "recall", *qcols, "B/vec RSS", "B/vec est"]
     rows = []
     for c in r.contenders:
         if c.error:
-            rows.append([c.name, c.truth, "-", "FAILED", c.error[:40], *["-"] * len(threads),
-                         "-", "-"])
+            rows.append([c.name, c.truth, "-", "FAILED", c.error[:40], *["-"] * len(threads), "-", "-"])
             continue
         if not c.sweep or c.sweep[0].ef is None:
             ef_col = "exact"
@@ -425,30 +479,42 @@ def print_dataset(r: DatasetResult, threads: list[int], target: float, k: int) -
             ef_col = str(c.target_ef)
         else:
             ef_col = f"never (best@{c.best_recall_ef})"
-        rows.append([c.name, c.truth, _fmt(c.build_seconds), ef_col,
-                     _fmt(c.target_recall, ".4f"),
-                     *[_fmt(c.target_qps.get(str(t)), ",.0f") for t in threads],
-                     _fmt(c.rss_bytes_per_vector, ".0f"), _fmt(c.analytic_bytes_per_vector, ".0f")])
+        rows.append(
+            [
+                c.name,
+                c.truth,
+                _fmt(c.build_seconds),
+                ef_col,
+                _fmt(c.target_recall, ".4f"),
+                *[_fmt(c.target_qps.get(str(t)), ",.0f") for t in threads],
+                _fmt(c.rss_bytes_per_vector, ".0f"),
+                _fmt(c.analytic_bytes_per_vector, ".0f"),
+            ]
+        )
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
     for row in (head, ["-" * w for w in widths], *rows):
-        print("  ".join(str(x).ljust(w) if i < 2 else str(x).rjust(w)
-                        for i, (x, w) in enumerate(zip(row, widths))))
+        print(
+            "  ".join(
+                str(x).ljust(w) if i < 2 else str(x).rjust(w) for i, (x, w) in enumerate(zip(row, widths))
+            )
+        )
     print("\nsweep (ef: recall / QPS at " + ",".join(map(str, threads)) + " threads):")
     for c in r.contenders:
         if not c.sweep or c.sweep[0].ef is None:
             continue
-        pts = "  ".join(f"{p.ef}:{p.recall:.3f}/" + ",".join(_fmt(p.qps.get(str(t)), ".0f")
-                                                           for t in threads) for p in c.sweep)
+        pts = "  ".join(
+            f"{p.ef}:{p.recall:.3f}/" + ",".join(_fmt(p.qps.get(str(t)), ".0f") for t in threads)
+            for p in c.sweep
+        )
         print(f"  {c.name:18s} {pts}")
-    print("\ncomparisons (same run; QPS ratio > 1: ours faster; time / bytes ratio < 1: ours "
-          "better):")
+    print("\ncomparisons (same run; QPS ratio > 1: ours faster; time / bytes ratio < 1: ours better):")
     for cmp in r.comparisons:
         print(f"  {cmp.name:62s} {_fmt(cmp.value, '.3f'):>8}   {cmp.detail}")
     notes = []
     for c in r.contenders:
         if any(not p.same_ids_across_threads for p in c.sweep):
             notes.append(f"{c.name}: results differ between thread counts")
-        for m, v in (c.sweep[-1].recall_extra.items() if c.sweep else []):
+        for m, v in c.sweep[-1].recall_extra.items() if c.sweep else []:
             notes.append(f"{c.name}: recall vs {m} truth at ef={c.sweep[-1].ef}: {v:.4f}")
         if c.diagnostics:
             notes.append(f"{c.name}: {json.dumps(c.diagnostics, sort_keys=True)}")
@@ -460,28 +526,40 @@ def print_dataset(r: DatasetResult, threads: list[int], target: float, k: int) -
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--dataset", default="all", choices=[*ds.DATASETS, "all"],
-                   help="default: all")
-    p.add_argument("--n", type=int, default=None,
-                   help="rows in all, queries included (default: hierarchy 100000, GloVe 400000)")
+    p.add_argument("--dataset", default="all", choices=[*ds.DATASETS, "all"], help="default: all")
+    p.add_argument(
+        "--n",
+        type=int,
+        default=None,
+        help="rows in all, queries included (default: hierarchy 100000, GloVe 400000)",
+    )
     p.add_argument("--queries", type=int, default=1000, help="held-out queries (default: 1000)")
-    p.add_argument("--threads", default="1,2",
-                   help="search thread counts; the build uses the largest (default: 1,2)")
+    p.add_argument(
+        "--threads", default="1,2", help="search thread counts; the build uses the largest (default: 1,2)"
+    )
     p.add_argument("--k", type=int, default=10, help="neighbours per query (default: 10)")
     p.add_argument("--target", type=float, default=0.95, help="recall@k target (default: 0.95)")
-    p.add_argument("--repeats", type=int, default=3,
-                   help="timed runs per batch, the best kept (default: 3)")
-    p.add_argument("--efs", default=None,
-                   help="comma-separated ef sweep (default: "
-                   + ",".join(map(str, ad.EF_SWEEP)) + ")")
-    p.add_argument("--stop-recall", type=float, default=0.999,
-                   help="stop a contender's sweep once its recall reaches this; > 1 for the "
-                   "full sweep (default: 0.999)")
-    p.add_argument("--contenders", default=",".join(ad.CONTENDERS),
-                   help="comma-separated subset of " + ",".join(ad.CONTENDERS) + " (default: all)")
+    p.add_argument("--repeats", type=int, default=3, help="timed runs per batch, the best kept (default: 3)")
+    p.add_argument(
+        "--efs",
+        default=None,
+        help="comma-separated ef sweep (default: " + ",".join(map(str, ad.EF_SWEEP)) + ")",
+    )
+    p.add_argument(
+        "--stop-recall",
+        type=float,
+        default=0.999,
+        help="stop a contender's sweep once its recall reaches this; > 1 for the full sweep (default: 0.999)",
+    )
+    p.add_argument(
+        "--contenders",
+        default=",".join(ad.CONTENDERS),
+        help="comma-separated subset of " + ",".join(ad.CONTENDERS) + " (default: all)",
+    )
     p.add_argument("--seed", type=int, default=0, help="data and query seed (default: 0)")
-    p.add_argument("--out", default=None,
-                   help="JSON path (default: benchmarks/results/knn_<dataset>_<n>_<time>.json)")
+    p.add_argument(
+        "--out", default=None, help="JSON path (default: benchmarks/results/knn_<dataset>_<n>_<time>.json)"
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="print each sweep point")
     args = p.parse_args(argv)
     args.threads = [int(t) for t in str(args.threads).split(",") if t.strip()]
@@ -500,18 +578,24 @@ def main(argv: list[str] | None = None) -> int:
     names = list(ds.DATASETS) if args.dataset == "all" else [args.dataset]
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = args.out or os.path.join(
-        HERE, "results", f"knn_{args.dataset}_{'full' if args.n is None else args.n}_{stamp}.json")
+        HERE, "results", f"knn_{args.dataset}_{'full' if args.n is None else args.n}_{stamp}.json"
+    )
     run = RunResult(
-        created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), command=sys.argv,
-        parameters={k: v for k, v in vars(args).items()} | {"M": ad.M,
-                                                           "ef_construction": ad.EF_CONSTRUCTION,
-                                                           "ef_sweep": list(ad.EF_SWEEP)},
-        hardware=hardware_info(), versions=versions(), datasets=[])
+        created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        command=sys.argv,
+        parameters={k: v for k, v in vars(args).items()}
+        | {"M": ad.M, "ef_construction": ad.EF_CONSTRUCTION, "ef_sweep": list(ad.EF_SWEEP)},
+        hardware=hardware_info(),
+        versions=versions(),
+        datasets=[],
+    )
     hw = run.hardware
     v = run.versions
-    print(f"{hw.get('cpu_model')}, nproc {hw.get('nproc')}; poincare_index {v['poincare_index']} "
-          f"(_core sha256 {v['poincare_index_core_sha256']}, kernel {v['poincare_index_kernel']}), "
-          f"faiss {v['faiss']}, hnswlib {v['hnswlib']}; search threads {args.threads}")
+    print(
+        f"{hw.get('cpu_model')}, nproc {hw.get('nproc')}; poincare_index {v['poincare_index']} "
+        f"(_core sha256 {v['poincare_index_core_sha256']}, kernel {v['poincare_index_kernel']}), "
+        f"faiss {v['faiss']}, hnswlib {v['hnswlib']}; search threads {args.threads}"
+    )
     for name in names:
         result = run_dataset(name, args)
         run.datasets.append(result)

@@ -23,11 +23,11 @@ METRICS = ("poincare", "l2")
 @dataclass
 class Truth:
     metric: str
-    ids: NDArray[np.int64]      # (nq, k) exact neighbours, nearest first
-    keys: NDArray[np.float64]   # (nq, k) poincare: delta (a(u) included); l2: squared distance
+    ids: NDArray[np.int64]  # (nq, k) exact neighbours, nearest first
+    keys: NDArray[np.float64]  # (nq, k) poincare: delta (a(u) included); l2: squared distance
     seconds: float
-    ties_at_k: int              # queries whose k-th and (k+1)-th keys are equal
-    cut_violations: int         # queries where the candidate cut might have lost a neighbour
+    ties_at_k: int  # queries whose k-th and (k+1)-th keys are equal
+    cut_violations: int  # queries where the candidate cut might have lost a neighbour
 
     @property
     def k(self) -> int:

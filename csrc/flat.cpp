@@ -71,8 +71,9 @@ void scan_chunk(const VectorStorage& storage, const std::vector<PreparedQuery>& 
     const float* x = storage.vector(s);
     float* tile = packed.data() + t * kTileWidth * dim;
     for (std::size_t d = 0; d < dim; ++d) tile[d * kTileWidth + j] = x[d];
-    infos[t].sq_norm[j] = storage.sq_norms32()[s];
-    infos[t].norm[j] = storage.norms()[s];
+    const double sq = storage.sq_norm(s);
+    infos[t].sq_norm[j] = static_cast<float>(sq);
+    infos[t].norm[j] = static_cast<float>(std::sqrt(sq));
     infos[t].factor[j] = storage.rank_factor(s);
   }
   const auto scan_tile = metric::kernels().scan_tile;

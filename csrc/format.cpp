@@ -242,10 +242,7 @@ void write_graph(const std::string& path, const HnswGraph& g) {
   w.put_array(g.levels().data(), g.nodes());
   w.pad_to(4);
   w.put_array(g.level0_links().data(), g.level0_links().size());
-  for (std::size_t s = 0; s < g.nodes(); ++s) {
-    const auto& up = g.upper_links(static_cast<std::uint32_t>(s));
-    w.put_array(up.data(), up.size());
-  }
+  w.put_array(g.upper_links().data(), g.upper_links().size());
   w.write_file(path);
 }
 
@@ -268,13 +265,14 @@ std::unique_ptr<HnswGraph> read_graph(const std::string& path, std::size_t expec
   r.skip_to_alignment(4);
   const std::size_t stride0 = 1 + 2 * static_cast<std::size_t>(p.M);
   auto level0 = r.get_array<std::uint32_t>(n * stride0);
-  std::vector<std::vector<std::uint32_t>> upper(n);
   const std::size_t stride_up = 1 + static_cast<std::size_t>(p.M);
+  std::size_t n_upper = 0;
   for (std::size_t s = 0; s < n; ++s) {
     if (levels[s] < 0 || levels[s] > max_level)
       r.fail("node " + std::to_string(s) + " has an invalid level");
-    upper[s] = r.get_array<std::uint32_t>(static_cast<std::size_t>(levels[s]) * stride_up);
+    n_upper += static_cast<std::size_t>(levels[s]) * stride_up;
   }
+  auto upper = r.get_array<std::uint32_t>(n_upper);
   r.expect_end();
   std::unique_ptr<HnswGraph> g;
   try {

@@ -60,26 +60,29 @@ void HnswGraph::grow(std::size_t n) {
   if (n <= old) return;
   levels_.resize(n);
   level0_.resize(n * level0_stride(), 0);
-  upper_.resize(n);
+  upper_offset_.resize(n);
   for (std::size_t s = old; s < n; ++s) {
     const int lv = draw_level(static_cast<std::uint32_t>(s));
     levels_[s] = static_cast<std::int8_t>(lv);
-    if (lv > 0) upper_[s].assign(static_cast<std::size_t>(lv) * upper_stride(), 0);
+    if (upper_.size() + static_cast<std::size_t>(lv) * upper_stride() > UINT32_MAX)
+      throw InvalidArgument("too many upper-level links for one index");
+    upper_offset_[s] = static_cast<std::uint32_t>(upper_.size());
+    upper_.resize(upper_.size() + static_cast<std::size_t>(lv) * upper_stride(), 0);
   }
   if (n > lock_capacity_) {
     const std::size_t cap = std::max(n, lock_capacity_ * 2);
-    node_locks_.reset(new std::mutex[cap]);
+    node_locks_.reset(new SpinLock[cap]);
     lock_capacity_ = cap;
   }
 }
 
 std::uint32_t* HnswGraph::links_at(std::uint32_t slot, int level) {
   if (level == 0) return level0_.data() + slot * level0_stride();
-  return upper_[slot].data() + static_cast<std::size_t>(level - 1) * upper_stride();
+  return upper_.data() + upper_offset_[slot] + static_cast<std::size_t>(level - 1) * upper_stride();
 }
 const std::uint32_t* HnswGraph::links_at(std::uint32_t slot, int level) const {
   if (level == 0) return level0_.data() + slot * level0_stride();
-  return upper_[slot].data() + static_cast<std::size_t>(level - 1) * upper_stride();
+  return upper_.data() + upper_offset_[slot] + static_cast<std::size_t>(level - 1) * upper_stride();
 }
 
 // Beam search on one level during construction: link lists are copied under their node's lock
@@ -102,7 +105,7 @@ void HnswGraph::search_layer_locked(const VectorStorage& storage, const float* x
     if (-c.first > bound && results.size() >= ef) break;
     heap_pop(frontier);
     {
-      std::lock_guard<std::mutex> g(node_locks_[c.second]);
+      std::lock_guard<SpinLock> g(node_locks_[c.second]);
       const std::uint32_t* l = links_at(c.second, level);
       scratch.links.assign(l + 1, l + 1 + l[0]);
     }
@@ -170,7 +173,7 @@ std::uint32_t HnswGraph::connect(const VectorStorage& storage, std::uint32_t slo
   select_neighbors(storage, selected, static_cast<std::size_t>(params_.M));
   const std::size_t cap = max_links(level);
   {
-    std::lock_guard<std::mutex> g(node_locks_[slot]);
+    std::lock_guard<SpinLock> g(node_locks_[slot]);
     std::uint32_t* l = links_at(slot, level);
     l[0] = static_cast<std::uint32_t>(selected.size());
     for (std::size_t i = 0; i < selected.size(); ++i) l[1 + i] = selected[i].second;
@@ -180,7 +183,7 @@ std::uint32_t HnswGraph::connect(const VectorStorage& storage, std::uint32_t slo
   std::vector<Candidate> pruned;
   for (const Candidate& c : selected) {
     const std::uint32_t n = c.second;
-    std::lock_guard<std::mutex> g(node_locks_[n]);
+    std::lock_guard<SpinLock> g(node_locks_[n]);
     std::uint32_t* l = links_at(n, level);
     const std::uint32_t count = l[0];
     if (std::find(l + 1, l + 1 + count, slot) != l + 1 + count) continue;
@@ -228,7 +231,7 @@ void HnswGraph::insert(const VectorStorage& storage, std::uint32_t slot, SearchS
   for (int lv = top; lv > level; --lv) {
     for (bool changed = true; changed;) {
       changed = false;
-      std::lock_guard<std::mutex> g(node_locks_[cur]);
+      std::lock_guard<SpinLock> g(node_locks_[cur]);
       const std::uint32_t* l = links_at(cur, lv);
       for (std::uint32_t i = 1; i <= l[0]; ++i) {
         const std::uint32_t n = l[i];
@@ -442,7 +445,8 @@ GraphStats HnswGraph::check_integrity() const {
     if (lv < 0 || lv > max_level_)
       throw FormatError("node " + std::to_string(s) + " has level " + std::to_string(lv) +
                         " outside [0, " + std::to_string(max_level_) + "]");
-    if (upper_[s].size() != static_cast<std::size_t>(lv) * upper_stride())
+    const std::size_t end = s + 1 < n ? upper_offset_[s + 1] : upper_.size();
+    if (end - upper_offset_[s] != static_cast<std::size_t>(lv) * upper_stride())
       throw FormatError("node " + std::to_string(s) + " has a wrong number of upper link lists");
     for (int l = 0; l <= lv; ++l) {
       const std::uint32_t* links = links_at(static_cast<std::uint32_t>(s), l);
@@ -475,18 +479,27 @@ GraphStats HnswGraph::check_integrity() const {
 std::unique_ptr<HnswGraph> HnswGraph::restore(const HnswParams& params,
                                               std::vector<std::int8_t> levels,
                                               std::vector<std::uint32_t> level0,
-                                              std::vector<std::vector<std::uint32_t>> upper,
-                                              std::uint32_t entry, int max_level) {
+                                              std::vector<std::uint32_t> upper, std::uint32_t entry,
+                                              int max_level) {
   auto g = std::make_unique<HnswGraph>(params);
   const std::size_t n = levels.size();
-  if (level0.size() != n * g->level0_stride() || upper.size() != n)
+  std::vector<std::uint32_t> offsets(n);
+  std::size_t total = 0;
+  for (std::size_t s = 0; s < n; ++s) {
+    if (levels[s] < 0) throw FormatError("negative level");
+    offsets[s] = static_cast<std::uint32_t>(total);
+    total += static_cast<std::size_t>(levels[s]) * g->upper_stride();
+    if (total > UINT32_MAX) throw FormatError("too many upper-level links");
+  }
+  if (level0.size() != n * g->level0_stride() || upper.size() != total)
     throw FormatError("graph arrays disagree in length");
+  g->upper_offset_ = std::move(offsets);
   g->levels_ = std::move(levels);
   g->level0_ = std::move(level0);
   g->upper_ = std::move(upper);
   g->entry_ = entry;
   g->max_level_ = max_level;
-  g->node_locks_.reset(new std::mutex[std::max<std::size_t>(n, 1)]);
+  g->node_locks_.reset(new SpinLock[std::max<std::size_t>(n, 1)]);
   g->lock_capacity_ = std::max<std::size_t>(n, 1);
   return g;
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "scratch.h"
+#include "spin_lock.h"
 #include "storage.h"
 
 namespace poincare {
@@ -71,14 +72,17 @@ class HnswGraph {
   std::size_t level0_stride() const { return 1 + 2 * static_cast<std::size_t>(params_.M); }
   std::size_t upper_stride() const { return 1 + static_cast<std::size_t>(params_.M); }
   const std::vector<std::uint32_t>& level0_links() const { return level0_; }
-  const std::vector<std::uint32_t>& upper_links(std::uint32_t slot) const { return upper_[slot]; }
+  // [count, links...] of `slot` on `level` (level <= level(slot)).
+  const std::uint32_t* links(std::uint32_t slot, int level) const { return links_at(slot, level); }
+  // All upper-level lists, node after node (node s holds level(s) lists of upper_stride()).
+  const std::vector<std::uint32_t>& upper_links() const { return upper_; }
   const std::vector<std::int8_t>& levels() const { return levels_; }
   // Rebuilds a graph from saved arrays; call check_integrity() before trusting it.
   static std::unique_ptr<HnswGraph> restore(const HnswParams& params,
                                             std::vector<std::int8_t> levels,
                                             std::vector<std::uint32_t> level0,
-                                            std::vector<std::vector<std::uint32_t>> upper,
-                                            std::uint32_t entry, int max_level);
+                                            std::vector<std::uint32_t> upper, std::uint32_t entry,
+                                            int max_level);
 
  private:
   std::uint32_t* links_at(std::uint32_t slot, int level);
@@ -103,9 +107,10 @@ class HnswGraph {
   HnswParams params_;
   double level_mult_;
   std::vector<std::int8_t> levels_;
-  std::vector<std::uint32_t> level0_;              // per slot: [count, 2M links]
-  std::vector<std::vector<std::uint32_t>> upper_;  // per slot: levels x [count, M links]
-  std::unique_ptr<std::mutex[]> node_locks_;
+  std::vector<std::uint32_t> level0_;        // per slot: [count, 2M links]
+  std::vector<std::uint32_t> upper_;         // node after node: levels x [count, M links]
+  std::vector<std::uint32_t> upper_offset_;  // where node s's lists start in upper_
+  std::unique_ptr<SpinLock[]> node_locks_;
   std::size_t lock_capacity_ = 0;
   std::mutex entry_mutex_;
   std::uint32_t entry_ = kNone;

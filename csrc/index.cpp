@@ -149,10 +149,7 @@ std::vector<std::int64_t> HnswIndexCore::neighbors(std::int64_t id, int level) c
   if (slot < 0) throw KeyNotFound("id " + std::to_string(id) + " is not in the index");
   std::vector<std::int64_t> out;
   if (level < 0 || level > graph_->level(static_cast<std::uint32_t>(slot))) return out;
-  const std::uint32_t* l = level == 0
-                               ? graph_->level0_links().data() + slot * graph_->level0_stride()
-                               : graph_->upper_links(static_cast<std::uint32_t>(slot)).data() +
-                                     static_cast<std::size_t>(level - 1) * graph_->upper_stride();
+  const std::uint32_t* l = graph_->links(static_cast<std::uint32_t>(slot), level);
   for (std::uint32_t i = 1; i <= l[0]; ++i) out.push_back(storage_.id(l[i]));
   return out;
 }

@@ -20,8 +20,6 @@ void VectorStorage::reserve(std::size_t n_slots) {
   rank_factor_.reserve(n_slots);
   factor_.reserve(n_slots);
   sq_norm_.reserve(n_slots);
-  sq_norm32_.reserve(n_slots);
-  norm_.reserve(n_slots);
   ids_.reserve(n_slots);
   deleted_.reserve(n_slots);
 }
@@ -62,14 +60,10 @@ void VectorStorage::compute_factors(std::size_t first_slot) {
   rank_factor_.resize(n);
   factor_.resize(n);
   sq_norm_.resize(n);
-  sq_norm32_.resize(n);
-  norm_.resize(n);
   for (std::size_t s = first_slot; s < n; ++s) {
     const double sq = metric::sq_norm_exact(vector(s), dim_);
     const double a = metric::conformal_factor(sq, curvature_);
     sq_norm_[s] = sq;
-    sq_norm32_[s] = static_cast<float>(sq);
-    norm_[s] = static_cast<float>(std::sqrt(sq));
     factor_[s] = a;
     rank_factor_[s] = static_cast<float>(a);
   }

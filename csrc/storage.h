@@ -38,9 +38,6 @@ class VectorStorage {
   // a(x) in float64: the reporting factor.
   double factor(std::size_t slot) const { return factor_[slot]; }
   double sq_norm(std::size_t slot) const { return sq_norm_[slot]; }
-  // |x| rounded to float32 (used by the flat scan's error bound).
-  const float* norms() const { return norm_.data(); }
-  const float* sq_norms32() const { return sq_norm32_.data(); }
   std::int64_t id(std::size_t slot) const { return ids_[slot]; }
   const std::int64_t* ids() const { return ids_.data(); }
   bool is_deleted(std::size_t slot) const { return deleted_[slot] != 0; }
@@ -66,8 +63,6 @@ class VectorStorage {
   std::vector<float> rank_factor_;
   std::vector<double> factor_;
   std::vector<double> sq_norm_;
-  std::vector<float> sq_norm32_;
-  std::vector<float> norm_;
   std::vector<std::int64_t> ids_;
   std::vector<std::uint8_t> deleted_;
   std::unordered_map<std::int64_t, std::uint32_t> slot_of_id_;  // live ids only
