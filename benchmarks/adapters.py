@@ -31,7 +31,8 @@ EF_SWEEP = (10, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 _UPPER_LEVELS = 1.0 / (M - 1)
 _P_UPPER = 1.0 / M
 _MALLOC_OVERHEAD = 16  # glibc chunk header + rounding, per separately allocated block
-_STD_MUTEX = 40  # sizeof(std::mutex) on x86-64 Linux
+_SPIN_LOCK = 1  # sizeof(poincare::SpinLock)
+_STD_MUTEX = 40  # sizeof(std::mutex) on x86-64 Linux (hnswlib)
 _HASH_ENTRY = 32 + 8  # unordered_map<int64, uint32> node (24 B -> 32 B chunk) + bucket
 
 
@@ -118,18 +119,18 @@ class OursHNSW(Adapter):
 
     def analytic_bytes(self) -> dict[str, float]:
         n = max(self.n, 1)
-        lock_capacity = 4096
-        while lock_capacity < n:  # grown per 4096-row add chunk, doubling
+        lock_capacity = 8192
+        while lock_capacity < n:  # grown per 8192-row add chunk, doubling
             lock_capacity *= 2
         return {
             "vectors": 4.0 * self.dim,
-            "factors": 4 + 8 + 8 + 4 + 4,
+            "factors": 4 + 8 + 8,  # a(x) float32 and float64, |x|^2 float64
             "id": 8,
             "deleted_flag": 1,
             "level": 1,
             "level0_links": (1 + 2 * M) * 4,
-            "upper_links": _UPPER_LEVELS * (1 + M) * 4 + 24 + _P_UPPER * _MALLOC_OVERHEAD,
-            "node_locks": _STD_MUTEX * lock_capacity / n,
+            "upper_links": _UPPER_LEVELS * (1 + M) * 4 + 4,  # one pooled array + offsets
+            "node_locks": _SPIN_LOCK * lock_capacity / n,
             "id_hash_map": _HASH_ENTRY,
             "visited_scratch_per_thread": 2 * 1.25,
         }
@@ -167,7 +168,7 @@ class OursFlat(Adapter):
     def analytic_bytes(self) -> dict[str, float]:
         return {
             "vectors": 4.0 * self.dim,
-            "factors": 28,
+            "factors": 20,
             "id": 8,
             "deleted_flag": 1,
             "id_hash_map": _HASH_ENTRY,

@@ -263,7 +263,7 @@ std::unique_ptr<HnswGraph> read_graph(const std::string& path, std::size_t expec
   if (max_level < -1 || max_level > HnswGraph::kMaxLevel) r.fail("invalid top level");
   auto levels = r.get_array<std::int8_t>(n);
   r.skip_to_alignment(4);
-  const std::size_t stride0 = 1 + 2 * static_cast<std::size_t>(p.M);
+  const std::size_t stride0 = HnswGraph::level0_stride_for(p.M);
   auto level0 = r.get_array<std::uint32_t>(n * stride0);
   const std::size_t stride_up = 1 + static_cast<std::size_t>(p.M);
   std::size_t n_upper = 0;

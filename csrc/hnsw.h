@@ -69,7 +69,13 @@ class HnswGraph {
   GraphStats check_integrity() const;
 
   // ---- raw access for the file format ----
-  std::size_t level0_stride() const { return 1 + 2 * static_cast<std::size_t>(params_.M); }
+  // Level-0 slots reserved for repair links (see repair_connectivity): lists hold up to 2M
+  // links from construction plus kRepairSlots from the repair.
+  static constexpr std::size_t kRepairSlots = 4;
+  static std::size_t level0_stride_for(int M) {
+    return 1 + 2 * static_cast<std::size_t>(M) + kRepairSlots;
+  }
+  std::size_t level0_stride() const { return level0_stride_for(params_.M); }
   std::size_t upper_stride() const { return 1 + static_cast<std::size_t>(params_.M); }
   const std::vector<std::uint32_t>& level0_links() const { return level0_; }
   // [count, links...] of `slot` on `level` (level <= level(slot)).
@@ -92,8 +98,10 @@ class HnswGraph {
                       : static_cast<std::size_t>(params_.M);
   }
   int draw_level(std::uint32_t slot) const;
+  // Keeps at most max_count of `candidates` (sorted ascending) by the heuristic, then refills
+  // with the nearest pruned ones up to `fill` links.
   void select_neighbors(const VectorStorage& storage, std::vector<Candidate>& candidates,
-                        std::size_t max_count) const;
+                        std::size_t max_count, std::size_t fill) const;
   std::uint32_t connect(const VectorStorage& storage, std::uint32_t slot, int level,
                         SearchScratch& scratch);
   // Breadth-first walk of level 0 from `start`, marking `reached`; returns the nodes newly

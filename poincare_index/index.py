@@ -119,7 +119,7 @@ class _IndexBase:
         # the chunks that completed (a prefix of the batch; ntotal says how many).
         for start in range(0, n, self._add_chunk):
             end = min(n, start + self._add_chunk)
-            self._core.add(arr[start:end], ids[start:end], end == n)
+            self._core.add(arr[start:end], ids[start:end])
 
     def remove_ids(self, ids: ArrayLike) -> int:
         """Remove the given ids; unknown ids are ignored (as in FAISS). Returns how many were removed.
