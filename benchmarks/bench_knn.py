@@ -308,24 +308,16 @@ def compare(results: dict[str, ContenderResult], threads: list[int], target: flo
                     what if v is not None else missing("ours-hnsw", other),
                 )
             )
-    if "ours-hnsw" in results and "faiss-hnsw-lifted" in results:
-        a, b = results["ours-hnsw"], results["faiss-hnsw-lifted"]
-        out.append(
-            Comparison(
-                "build time ours-hnsw / faiss-hnsw-lifted",
-                _ratio(a.build_seconds, b.build_seconds),
-                f"{a.build_seconds:.2f}s vs {b.build_seconds:.2f}s, {a.build_threads} threads",
+    for other in ("faiss-hnsw-lifted", "hnswlib-l2"):
+        if "ours-hnsw" in results and other in results:
+            a, b = results["ours-hnsw"], results[other]
+            out.append(
+                Comparison(
+                    f"build time ours-hnsw / {other}",
+                    _ratio(a.build_seconds, b.build_seconds),
+                    f"{a.build_seconds:.2f}s vs {b.build_seconds:.2f}s, {a.build_threads} threads",
+                )
             )
-        )
-    if "ours-hnsw" in results and "hnswlib-l2" in results:
-        a, b = results["ours-hnsw"], results["hnswlib-l2"]
-        out.append(
-            Comparison(
-                "build time ours-hnsw / hnswlib-l2",
-                _ratio(a.build_seconds, b.build_seconds),
-                f"{a.build_seconds:.2f}s vs {b.build_seconds:.2f}s",
-            )
-        )
     if "faiss-flat-l2" in results:
         r = results["faiss-flat-l2"]
         out.append(

@@ -1,6 +1,6 @@
 """Render a bench_knn.py JSON result as the Markdown tables of BENCHMARKS.md.
 
-    python benchmarks/report.py benchmarks/results/knn_full.json > /tmp/tables.md
+python benchmarks/report.py benchmarks/results/knn_full.json > /tmp/tables.md
 """
 
 from __future__ import annotations

@@ -39,7 +39,9 @@ def test_save_load_identical(built, tmp_path):
     assert 3 not in loaded and 5050 in loaded
     if isinstance(index, pi.PoincareIndex):
         assert loaded.ef_search == 48 and loaded.check_integrity()["unreachable"] == 0
-    # Growing after load continues exactly as the original would (levels depend on seed, slot).
+    # Growing after load continues exactly as the original would (levels depend on seed, slot;
+    # one thread, so the insertion order is fixed too).
+    index.num_threads = loaded.num_threads = 1
     extra = queries[:5] * np.float32(0.5)
     index.add(extra)
     loaded.add(extra)
