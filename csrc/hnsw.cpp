@@ -109,9 +109,12 @@ void HnswGraph::search_layer_locked(const VectorStorage& storage, const float* x
       const std::uint32_t* l = links_at(c.second, level);
       scratch.links.assign(l + 1, l + 1 + l[0]);
     }
-    for (std::size_t j = 0; j < scratch.links.size(); ++j) {
+    const std::size_t count = scratch.links.size();
+    for (std::size_t j = 0; j < count; ++j) prefetch(scratch.visited.data() + scratch.links[j]);
+    for (std::size_t j = 0; j < count && j < 2; ++j) prefetch(storage.vector(scratch.links[j]));
+    for (std::size_t j = 0; j < count; ++j) {
       const std::uint32_t n = scratch.links[j];
-      if (j + 1 < scratch.links.size()) prefetch(storage.vector(scratch.links[j + 1]));
+      if (j + 2 < count) prefetch(storage.vector(scratch.links[j + 2]));
       if (scratch.seen(n)) continue;
       scratch.mark(n);
       const float d = l2sq(x, storage.vector(n), dim) * ax * storage.rank_factor(n);
@@ -303,22 +306,22 @@ void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t
     heap_pop(frontier);
     const std::uint32_t* l = level0_.data() + c.second * stride;
     const std::uint32_t count = l[0];
-    if (count > 0) {
-      prefetch(storage.vector(l[1]));
-      prefetch(scratch.visited.data() + l[1]);
-    }
+    // Visited marks of every neighbour and the first vectors up front, then each vector two
+    // ahead of its use: the loop is bound by memory latency, not arithmetic.
+    for (std::uint32_t i = 1; i <= count; ++i) prefetch(scratch.visited.data() + l[i]);
+    for (std::uint32_t i = 1; i <= count && i <= 2; ++i) prefetch(storage.vector(l[i]));
     for (std::uint32_t i = 1; i <= count; ++i) {
       const std::uint32_t n = l[i];
-      if (i < count) {
-        prefetch(storage.vector(l[i + 1]));
-        prefetch(scratch.visited.data() + l[i + 1]);
-      }
+      if (i + 2 <= count) prefetch(storage.vector(l[i + 2]));
       if (scratch.seen(n)) continue;
       scratch.mark(n);
       const float d = rank(n);
       if (results.size() < ef || d < bound) {
         heap_push(frontier, {-d, n});
-        prefetch(level0_.data() + frontier.front().second * stride);
+        // n was pushed, so it is likely to be expanded soon: fetch its link list now (the
+        // list lives apart from the vectors, so this is a cache miss of its own).
+        prefetch(level0_.data() + static_cast<std::size_t>(n) * stride);
+        prefetch(level0_.data() + static_cast<std::size_t>(n) * stride + 16);
         if (!deleted[n]) {
           heap_push(results, {d, n});
           if (results.size() > ef) heap_pop(results);
