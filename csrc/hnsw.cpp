@@ -349,19 +349,21 @@ std::size_t HnswGraph::flood_level0(std::uint32_t start, std::vector<std::uint8_
   return queue.size();
 }
 
-std::size_t HnswGraph::repair_connectivity(const VectorStorage& storage, SearchScratch& scratch) {
+std::size_t HnswGraph::repair_connectivity(const VectorStorage& storage, ScratchPool& scratch,
+                                           ThreadPool& pool) {
   // A replaced link can orphan a node that only unreachable nodes pointed at, so repeat until
   // a round adds nothing (in practice one or two rounds).
   std::size_t total = 0;
   for (int round = 0; round < 8; ++round) {
-    const std::size_t added = repair_round(storage, scratch);
+    const std::size_t added = repair_round(storage, scratch, pool);
     total += added;
     if (added == 0) break;
   }
   return total;
 }
 
-std::size_t HnswGraph::repair_round(const VectorStorage& storage, SearchScratch& scratch) {
+std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& scratch_pool,
+                                    ThreadPool& pool) {
   const std::size_t n = nodes();
   if (n < 2 || entry_ == kNone) return 0;
   std::vector<std::uint8_t> reached(n, 0);
@@ -378,7 +380,11 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, SearchScratch&
   // Repair links go into the reserved slots past 2M, so nothing construction chose is evicted;
   // the next insertion that shrinks a list treats them like any other link.
   const std::size_t cap = max_links(0) + kRepairSlots;
-  std::vector<Candidate> found;
+  // Beam searches run in parallel batches ahead of the sequential linking; a batch's results
+  // can be a little stale (computed before the batch's earlier nodes were linked), which only
+  // matters for which reachable node gives the in-link.
+  const std::size_t batch_size = 32 * static_cast<std::size_t>(pool.size());
+  std::vector<std::vector<Candidate>> batch(batch_size);
   std::size_t added = 0;
   // Cheap passes first: link u from a reachable out-neighbour with room, repeating while that
   // makes progress (each fix floods reachability into u's cluster, so later nodes find a
@@ -391,7 +397,9 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, SearchScratch&
   while (!pending.empty()) {
     std::size_t kept_pending = 0;
     bool progress = false;
-    for (const std::uint32_t u : pending) {
+    std::size_t batch_begin = 0, batch_end = 0;
+    for (std::size_t pi = 0; pi < pending.size(); ++pi) {
+      const std::uint32_t u = pending[pi];
       if (reached[u]) continue;
       std::uint32_t from = kNone, first_reachable = kNone;
       auto consider = [&](std::uint32_t v) {
@@ -406,9 +414,19 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, SearchScratch&
         continue;
       }
       if (from == kNone) {
-        search(storage, storage.vector(u), static_cast<std::size_t>(params_.ef_construction),
-               scratch, found);
-        for (const Candidate& c : found) consider(c.second);
+        if (pi >= batch_end) {  // search for the next batch of pending nodes in parallel
+          batch_begin = pi;
+          batch_end = std::min(pending.size(), pi + batch_size);
+          pool.parallel_for(batch_end - batch_begin, [&](std::size_t j, int) {
+            const std::uint32_t v = pending[batch_begin + j];
+            batch[j].clear();
+            if (reached[v]) return;
+            ScratchGuard sg(scratch_pool);
+            search(storage, storage.vector(v), static_cast<std::size_t>(params_.ef_construction),
+                   *sg, batch[j]);
+          });
+        }
+        for (const Candidate& c : batch[pi - batch_begin]) consider(c.second);
       }
       if (from == kNone) from = first_reachable != kNone ? first_reachable : entry_;
       std::uint32_t* l = links_at(from, 0);

@@ -12,6 +12,7 @@
 #include "scratch.h"
 #include "spin_lock.h"
 #include "storage.h"
+#include "thread_pool.h"
 
 namespace poincare {
 
@@ -62,7 +63,8 @@ class HnswGraph {
   // list is full. Near the boundary of the ball, points far from everything are pruned from
   // every full list and would otherwise never be found. Returns the links added. Not
   // concurrent with insert() or search().
-  std::size_t repair_connectivity(const VectorStorage& storage, SearchScratch& scratch);
+  std::size_t repair_connectivity(const VectorStorage& storage, ScratchPool& scratch,
+                                  ThreadPool& pool);
 
   // Throws FormatError if a link or level is out of range, a list overflows, a node links to
   // itself or twice to one node, or the entry point is wrong; returns counters otherwise.
@@ -108,7 +110,7 @@ class HnswGraph {
   // reached (queue holds them).
   std::size_t flood_level0(std::uint32_t start, std::vector<std::uint8_t>& reached,
                            std::vector<std::uint32_t>& queue) const;
-  std::size_t repair_round(const VectorStorage& storage, SearchScratch& scratch);
+  std::size_t repair_round(const VectorStorage& storage, ScratchPool& scratch, ThreadPool& pool);
   void search_layer_locked(const VectorStorage& storage, const float* x, float ax,
                            std::uint32_t entry, int level, std::size_t ef, SearchScratch& scratch);
 

@@ -169,8 +169,8 @@ void HnswIndexCore::insert_slots(std::size_t first, std::size_t n) {
 }
 
 void HnswIndexCore::finish_batch() {
-  ScratchGuard scratch(scratch_);
-  graph_->repair_connectivity(storage_, *scratch);
+  std::lock_guard<std::mutex> g(pool_mutex_);
+  graph_->repair_connectivity(storage_, scratch_, *pool_);
 }
 
 void HnswIndexCore::search_validated(const float* queries, std::size_t nq, std::size_t k,
