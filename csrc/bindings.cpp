@@ -58,15 +58,15 @@ void bind_common(py::class_<Core>& cls) {
       .def("reserve", &Core::reserve, py::call_guard<py::gil_scoped_release>())
       .def(
           "add",
-          [](Core& self, const FloatArray& x, const IdArray& ids, bool finish) {
+          [](Core& self, const FloatArray& x, const IdArray& ids) {
             const std::size_t n = rows_of(x, self.dim(), "x");
             if (length_of(ids) != n) throw InvalidArgument("x and ids differ in length");
             const float* px = x.data();
             const std::int64_t* pi = ids.data();
             py::gil_scoped_release nogil;
-            self.add(px, n, pi, finish);
+            self.add(px, n, pi);
           },
-          py::arg("x"), py::arg("ids"), py::arg("finish") = true)
+          py::arg("x"), py::arg("ids"))
       .def("search",
            [](Core& self, const FloatArray& q, std::size_t k, std::size_t ef) {
              const std::size_t nq = rows_of(q, self.dim(), "query");

@@ -58,13 +58,13 @@ void IndexCore::reserve(std::size_t n_more) {
   storage_.reserve(storage_.slots() + n_more);
 }
 
-void IndexCore::add(const float* x, std::size_t n, const std::int64_t* ids, bool finish) {
+void IndexCore::add(const float* x, std::size_t n, const std::int64_t* ids) {
   validate_points(x, n, "x");
   std::unique_lock<std::shared_mutex> g(rw_);
   storage_.check_new_ids(ids, n);
   const std::size_t first = storage_.append(x, n, ids);
   insert_slots(first, n);
-  if (finish) finish_batch();
+  finish_batch();
 }
 
 void IndexCore::search(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,

@@ -38,9 +38,9 @@ class IndexCore {
   void validate_new_ids(const std::int64_t* ids, std::size_t n) const;
   // Pre-allocates room for n more points.
   void reserve(std::size_t n_more);
-  // Validates, then adds n points with the given ids. All or nothing. A batch split over several
-  // calls passes finish=false on all but the last: the HNSW connectivity repair then runs once.
-  void add(const float* x, std::size_t n, const std::int64_t* ids, bool finish = true);
+  // Validates, then adds n points with the given ids (all or nothing), then runs finish_batch()
+  // (for HNSW: the connectivity repair).
+  void add(const float* x, std::size_t n, const std::int64_t* ids);
   // k nearest per query (D float32 ascending, I ids; +inf / -1 padding). ef: beam width (HNSW).
   void search(const float* queries, std::size_t nq, std::size_t k, std::size_t ef, float* D,
               std::int64_t* I);
