@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <array>
 #include <string>
 
 #include "crc32.h"
@@ -58,15 +59,16 @@ void bind_common(py::class_<Core>& cls) {
       .def("reserve", &Core::reserve, py::call_guard<py::gil_scoped_release>())
       .def(
           "add",
-          [](Core& self, const FloatArray& x, const IdArray& ids) {
+          [](Core& self, const FloatArray& x, const IdArray& ids, bool finish) {
             const std::size_t n = rows_of(x, self.dim(), "x");
             if (length_of(ids) != n) throw InvalidArgument("x and ids differ in length");
             const float* px = x.data();
             const std::int64_t* pi = ids.data();
             py::gil_scoped_release nogil;
-            self.add(px, n, pi);
+            self.add(px, n, pi, finish);
           },
-          py::arg("x"), py::arg("ids"))
+          py::arg("x"), py::arg("ids"), py::arg("finish") = true)
+      .def("finish", &Core::finish, py::call_guard<py::gil_scoped_release>())
       .def("search",
            [](Core& self, const FloatArray& q, std::size_t k, std::size_t ef) {
              const std::size_t nq = rows_of(q, self.dim(), "query");
@@ -165,6 +167,16 @@ PYBIND11_MODULE(_core, m) {
   m.def("l2sq_fast", [](const FloatArray& a, const FloatArray& b) {
     if (a.size() != b.size()) throw InvalidArgument("vectors differ in length");
     return metric::kernels().l2sq(a.data(), b.data(), static_cast<std::size_t>(a.size()));
+  });
+  m.def("l2sq_batch4_fast", [](const FloatArray& q, const FloatArray& rows) {
+    // rows: (4, dim) -> the four distances of the selected batch kernel.
+    if (rows.ndim() != 2 || rows.shape(0) != 4 || rows.shape(1) != q.size())
+      throw InvalidArgument("rows must have shape (4, len(q))");
+    const std::size_t dim = static_cast<std::size_t>(q.size());
+    const float* r[4] = {rows.data(0, 0), rows.data(1, 0), rows.data(2, 0), rows.data(3, 0)};
+    std::array<float, 4> out{};
+    metric::kernels().l2sq_batch4(q.data(), r, dim, out.data());
+    return out;
   });
   m.def(
       "scan_tile",

@@ -58,12 +58,17 @@ void IndexCore::reserve(std::size_t n_more) {
   storage_.reserve(storage_.slots() + n_more);
 }
 
-void IndexCore::add(const float* x, std::size_t n, const std::int64_t* ids) {
+void IndexCore::add(const float* x, std::size_t n, const std::int64_t* ids, bool finish) {
   validate_points(x, n, "x");
   std::unique_lock<std::shared_mutex> g(rw_);
   storage_.check_new_ids(ids, n);
   const std::size_t first = storage_.append(x, n, ids);
   insert_slots(first, n);
+  if (finish) finish_batch();
+}
+
+void IndexCore::finish() {
+  std::unique_lock<std::shared_mutex> g(rw_);
   finish_batch();
 }
 

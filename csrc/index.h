@@ -38,9 +38,15 @@ class IndexCore {
   void validate_new_ids(const std::int64_t* ids, std::size_t n) const;
   // Pre-allocates room for n more points.
   void reserve(std::size_t n_more);
-  // Validates, then adds n points with the given ids (all or nothing), then runs finish_batch()
-  // (for HNSW: the connectivity repair).
-  void add(const float* x, std::size_t n, const std::int64_t* ids);
+  // Validates, then adds n points with the given ids (all or nothing); with `finish`, then runs
+  // finish_batch() (for HNSW: the connectivity repair). A caller adding one batch in several
+  // chunks passes finish=false for all but the last chunk: the repair is global, so running it
+  // once per batch instead of once per chunk saves its fixed cost and the nodes that later
+  // chunks link anyway.
+  void add(const float* x, std::size_t n, const std::int64_t* ids, bool finish = true);
+  // Runs finish_batch() under the write lock (after add(..., finish=false), e.g. when the
+  // caller's chunked add is interrupted).
+  void finish();
   // k nearest per query (D float32 ascending, I ids; +inf / -1 padding). ef: beam width (HNSW).
   void search(const float* queries, std::size_t nq, std::size_t k, std::size_t ef, float* D,
               std::int64_t* I);

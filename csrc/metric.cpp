@@ -140,6 +140,10 @@ float l2sq_portable(const float* a, const float* b, std::size_t dim) {
   return (s0 + s1) + (s2 + s3);
 }
 
+void l2sq_batch4_portable(const float* q, const float* const* rows, std::size_t dim, float* out) {
+  for (int j = 0; j < 4; ++j) out[j] = l2sq_portable(q, rows[j], dim);
+}
+
 #ifdef POINCARE_X86
 
 __attribute__((target("avx2,fma"))) float l2sq_avx2(const float* a, const float* b,
@@ -168,6 +172,11 @@ __attribute__((target("avx2,fma"))) float l2sq_avx2(const float* a, const float*
   return total;
 }
 
+__attribute__((target("avx2,fma"))) void l2sq_batch4_avx2(const float* q, const float* const* rows,
+                                                          std::size_t dim, float* out) {
+  for (int j = 0; j < 4; ++j) out[j] = l2sq_avx2(q, rows[j], dim);
+}
+
 __attribute__((target("avx512f"))) float l2sq_avx512(const float* a, const float* b,
                                                      std::size_t dim) {
   __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
@@ -190,6 +199,40 @@ __attribute__((target("avx512f"))) float l2sq_avx512(const float* a, const float
     acc1 = _mm512_fmadd_ps(d0, d0, acc1);
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+// The same accumulation order as l2sq_avx512 for each of the four rows (so the results are
+// bit-identical), with the query's loads shared.
+__attribute__((target("avx512f"))) void l2sq_batch4_avx512(const float* q, const float* const* rows,
+                                                           std::size_t dim, float* out) {
+  __m512 acc0[4], acc1[4];
+  for (int j = 0; j < 4; ++j) acc0[j] = acc1[j] = _mm512_setzero_ps();
+  std::size_t i = 0;
+  for (; i + 32 <= dim; i += 32) {
+    const __m512 q0 = _mm512_loadu_ps(q + i), q1 = _mm512_loadu_ps(q + i + 16);
+    for (int j = 0; j < 4; ++j) {
+      const __m512 d0 = _mm512_sub_ps(q0, _mm512_loadu_ps(rows[j] + i));
+      const __m512 d1 = _mm512_sub_ps(q1, _mm512_loadu_ps(rows[j] + i + 16));
+      acc0[j] = _mm512_fmadd_ps(d0, d0, acc0[j]);
+      acc1[j] = _mm512_fmadd_ps(d1, d1, acc1[j]);
+    }
+  }
+  for (; i + 16 <= dim; i += 16) {
+    const __m512 q0 = _mm512_loadu_ps(q + i);
+    for (int j = 0; j < 4; ++j) {
+      const __m512 d0 = _mm512_sub_ps(q0, _mm512_loadu_ps(rows[j] + i));
+      acc0[j] = _mm512_fmadd_ps(d0, d0, acc0[j]);
+    }
+  }
+  if (i < dim) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (dim - i)) - 1u);
+    const __m512 q0 = _mm512_maskz_loadu_ps(m, q + i);
+    for (int j = 0; j < 4; ++j) {
+      const __m512 d0 = _mm512_sub_ps(q0, _mm512_maskz_loadu_ps(m, rows[j] + i));
+      acc1[j] = _mm512_fmadd_ps(d0, d0, acc1[j]);
+    }
+  }
+  for (int j = 0; j < 4; ++j) out[j] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[j], acc1[j]));
 }
 
 // Register-blocked dot products, NQ queries x 32 database lanes (two zmm per query) over a tile
@@ -294,10 +337,10 @@ __attribute__((target("avx2,fma"))) void scan_tile_avx2(const TileQuery* q, std:
 
 #endif  // POINCARE_X86
 
-const Kernels kPortable{l2sq_portable, scan_tile_reference, "portable"};
+const Kernels kPortable{l2sq_portable, l2sq_batch4_portable, scan_tile_reference, "portable"};
 #ifdef POINCARE_X86
-const Kernels kAvx2{l2sq_avx2, scan_tile_avx2, "avx2"};
-const Kernels kAvx512{l2sq_avx512, scan_tile_avx512, "avx512"};
+const Kernels kAvx2{l2sq_avx2, l2sq_batch4_avx2, scan_tile_avx2, "avx2"};
+const Kernels kAvx512{l2sq_avx512, l2sq_batch4_avx512, scan_tile_avx512, "avx512"};
 #endif
 
 bool cpu_has(const std::string& name) {

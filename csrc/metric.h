@@ -83,12 +83,17 @@ void scan_rows(const float* queries, std::size_t nq, const float* xs, std::size_
                std::uint32_t* mask);
 
 using L2SqFn = float (*)(const float*, const float*, std::size_t);
+// out[j] = |q - rows[j]|^2 for j < 4, each bit-identical to the same family's l2sq(q, rows[j]):
+// four rows share the loads of q and run four independent accumulator chains.
+using L2SqBatch4Fn = void (*)(const float* q, const float* const* rows, std::size_t dim,
+                              float* out);
 using ScanTileFn = void (*)(const TileQuery*, std::size_t, const float*, const TileInfo&,
                             std::size_t, float*, float*, std::uint32_t*);
 
 // The kernels selected for this CPU at load time ("avx512", "avx2" or "portable").
 struct Kernels {
   L2SqFn l2sq;
+  L2SqBatch4Fn l2sq_batch4;
   ScanTileFn scan_tile;
   const char* name;
 };

@@ -23,6 +23,9 @@ struct SearchScratch {
   std::vector<Candidate> results;    // max-heap by rank, at most ef entries
   std::vector<std::uint32_t> links;  // copy of a link list read under its lock
   std::vector<Candidate> selection;
+  std::vector<Candidate> pruned;         // re-selection of a full neighbour list
+  std::vector<std::uint32_t> old_links;  // that list before the re-selection
+  std::vector<std::uint32_t> orphans;    // links it dropped that were their target's last
 
   void begin(std::size_t n_slots) {
     if (visited.size() < n_slots) visited.resize(n_slots + n_slots / 4 + 1024, 0);

@@ -116,10 +116,18 @@ class _IndexBase:
         self._core.validate_new_ids(ids)
         self._core.reserve(n)
         # A KeyboardInterrupt between chunks leaves the index consistent, holding the rows of
-        # the chunks that completed (a prefix of the batch; ntotal says how many).
-        for start in range(0, n, self._add_chunk):
-            end = min(n, start + self._add_chunk)
-            self._core.add(arr[start:end], ids[start:end])
+        # the chunks that completed (a prefix of the batch; ntotal says how many). The
+        # finishing pass (HNSW: connectivity repair) runs once, after the last chunk, or on the
+        # way out of an interrupted add.
+        finished = False
+        try:
+            for start in range(0, n, self._add_chunk):
+                end = min(n, start + self._add_chunk)
+                self._core.add(arr[start:end], ids[start:end], end == n)
+                finished = end == n
+        finally:
+            if not finished:
+                self._core.finish()
 
     def remove_ids(self, ids: ArrayLike) -> int:
         """Remove the given ids; unknown ids are ignored (as in FAISS). Returns how many were removed.

@@ -40,6 +40,20 @@ def test_l2sq_fast_matches_reference(family, dim):
         assert abs(fast - exact) <= tol
 
 
+@pytest.mark.parametrize("dim", [1, 3, 15, 16, 17, 32, 50, 64, 100])
+def test_l2sq_batch4_is_bit_identical_to_l2sq(family, dim):
+    """The graph mixes the batched and the single kernel, so they must agree to the bit."""
+    rng = np.random.default_rng(100 + dim)
+    for _ in range(10):
+        q = rng.normal(size=dim).astype(np.float32)
+        rows = rng.normal(size=(4, dim)).astype(np.float32)
+        batch = _core.l2sq_batch4_fast(q, rows)
+        single = [_core.l2sq_fast(q, r) for r in rows]
+        assert np.array_equal(np.asarray(batch, dtype=np.float32), np.asarray(single, dtype=np.float32))
+        exact = np.sum((rows.astype(np.float64) - q) ** 2, axis=1)
+        assert np.all(np.abs(np.asarray(batch) - exact) <= 2 * dim * np.finfo(np.float32).eps * exact + 1e-30)
+
+
 @pytest.mark.parametrize("dim", [1, 7, 16, 50, 64])
 @pytest.mark.parametrize("nq", [1, 2, 3, 4, 5, 6])
 def test_scan_tile_fast_matches_reference(family, dim, nq):
