@@ -6,39 +6,18 @@
 #include <string>
 
 #include "errors.h"
+#include "hnsw_links.h"
 #include "metric.h"
 
 namespace poincare {
 
+using hnsw_detail::copy_links_relaxed;
+using hnsw_detail::load_relaxed;
+using hnsw_detail::prefetch;
+using hnsw_detail::prefetch_row;
+using hnsw_detail::store_relaxed;
+
 namespace {
-
-inline void prefetch(const void* p) { __builtin_prefetch(p, 0, 3); }
-
-// Link lists are read without their lock while other threads insert: every word of a list is
-// written and read with relaxed atomic accesses, so a reader sees, word by word, either an old or
-// a new value; each is a valid slot (lists start zeroed) and the count never exceeds the list's
-// capacity, so a torn read only makes a construction search see a slightly stale neighbourhood,
-// as in hnswlib and FAISS. Writers still serialize on the node's lock.
-inline std::uint32_t load_relaxed(const std::uint32_t* p) {
-  return __atomic_load_n(p, __ATOMIC_RELAXED);
-}
-inline void store_relaxed(std::uint32_t* p, std::uint32_t v) {
-  __atomic_store_n(p, v, __ATOMIC_RELAXED);
-}
-inline void copy_links_relaxed(const std::uint32_t* l, std::size_t capacity,
-                               std::vector<std::uint32_t>& out) {
-  const std::size_t count = std::min<std::size_t>(load_relaxed(l), capacity);
-  out.resize(count);
-  for (std::size_t i = 0; i < count; ++i) out[i] = load_relaxed(l + 1 + i);
-}
-
-// Prefetches every cache line of a stored vector (rows are not line-aligned and span several
-// lines; fetching only the first leaves the rest to demand misses).
-inline void prefetch_row(const float* row, std::size_t bytes) {
-  const char* p = reinterpret_cast<const char*>(row);
-  for (std::size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 3);
-  __builtin_prefetch(p + bytes - 1, 0, 3);
-}
 
 // splitmix64: a well-mixed 64-bit hash, so a level depends only on (seed, slot) and a saved index
 // that grows after loading draws the same levels as one that never stopped.
@@ -318,64 +297,6 @@ std::uint32_t HnswGraph::connect(const VectorStorage& storage, std::uint32_t slo
   return selected.empty() ? kNone : selected.front().second;
 }
 
-void HnswGraph::count_in_degrees() {
-  const std::size_t n = nodes();
-  const std::size_t capacity = max_links(0) + kRepairSlots;
-  in_degree_.assign(n, 0);
-  for (std::size_t s = 0; s < n; ++s) {
-    const std::uint32_t* l = links_at(static_cast<std::uint32_t>(s), 0);
-    const std::size_t count = std::min<std::size_t>(l[0], capacity);
-    for (std::size_t i = 1; i <= count; ++i)
-      if (l[i] < n) ++in_degree_[l[i]];
-  }
-}
-
-std::uint32_t HnswGraph::add_in_degree(std::uint32_t slot, int delta) {
-  return __atomic_add_fetch(&in_degree_[slot], static_cast<std::uint32_t>(delta), __ATOMIC_RELAXED);
-}
-
-bool HnswGraph::append_link(std::uint32_t from, std::uint32_t to) {
-  std::lock_guard<SpinLock> g(node_locks_[from]);
-  std::uint32_t* l = links_at(from, 0);
-  const std::uint32_t count = l[0];
-  if (count >= max_links(0) + kRepairSlots) return false;
-  if (from == to || std::find(l + 1, l + 1 + count, to) != l + 1 + count) return true;
-  store_relaxed(l + 1 + count, to);
-  store_relaxed(l, count + 1);
-  add_in_degree(to, 1);
-  return true;
-}
-
-void HnswGraph::link_from(const VectorStorage& storage, std::uint32_t from, std::uint32_t to) {
-  const std::size_t cap = max_links(0) + kRepairSlots;
-  if (append_link(from, to)) return;
-  std::lock_guard<SpinLock> g(node_locks_[from]);
-  std::uint32_t* l = links_at(from, 0);
-  const std::uint32_t count = l[0];
-  if (count < cap) return;  // another thread made room and ran first; the repair links `to`
-  // Full even with the reserved slots: replace the link whose target has the most other
-  // in-links (ties: the farthest), never a target's last in-link.
-  const auto l2sq = metric::kernels().l2sq;
-  const std::size_t dim = storage.dim();
-  std::uint32_t best = 0, best_in = 1;
-  float best_d = -1.0f;
-  for (std::uint32_t i = 1; i <= count; ++i) {
-    const std::uint32_t in = load_relaxed(&in_degree_[l[i]]);
-    if (in < best_in) continue;
-    const float d =
-        l2sq(storage.vector(from), storage.vector(l[i]), dim) * storage.rank_factor(l[i]);
-    if (in > best_in || d > best_d) {
-      best = i;
-      best_in = in;
-      best_d = d;
-    }
-  }
-  if (best == 0 || best_in < 2) return;  // the final repair links `to`
-  add_in_degree(l[best], -1);
-  store_relaxed(l + best, to);
-  add_in_degree(to, 1);
-}
-
 void HnswGraph::insert(const VectorStorage& storage, std::uint32_t slot, SearchScratch& scratch) {
   const int level = levels_[slot];
   const float* x = storage.vector(slot);
@@ -496,187 +417,6 @@ void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t
   }
   out.assign(results.begin(), results.end());
   std::sort(out.begin(), out.end());
-}
-
-std::size_t HnswGraph::flood_level0(std::uint32_t start, std::vector<std::uint8_t>& reached,
-                                    std::vector<std::uint32_t>& queue) const {
-  queue.assign(1, start);
-  reached[start] = 1;
-  for (std::size_t head = 0; head < queue.size(); ++head) {
-    const std::uint32_t* l = links_at(queue[head], 0);
-    for (std::uint32_t i = 1; i <= l[0]; ++i)
-      if (!reached[l[i]]) {
-        reached[l[i]] = 1;
-        queue.push_back(l[i]);
-      }
-  }
-  return queue.size();
-}
-
-std::size_t HnswGraph::repair_connectivity(const VectorStorage& storage, ScratchPool& scratch,
-                                           ThreadPool& pool) {
-  // A replaced link can orphan a node that only unreachable nodes pointed at, so repeat until
-  // a round adds nothing (in practice one or two rounds).
-  std::size_t total = 0;
-  for (int round = 0; round < 8; ++round) {
-    const std::size_t added = repair_round(storage, scratch, pool);
-    total += added;
-    if (added == 0) break;
-  }
-  return total;
-}
-
-std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& scratch_pool,
-                                    ThreadPool& pool) {
-  const std::size_t n = nodes();
-  if (n < 2 || entry_ == kNone) return 0;
-  std::vector<std::uint8_t> reached(n, 0);
-  count_in_degrees();
-  auto& in_degree = in_degree_;
-  std::vector<std::uint32_t> queue;
-  auto flood = [&](std::uint32_t start) { flood_level0(start, reached, queue); };
-  flood(entry_);
-  const auto l2sq = metric::kernels().l2sq;
-  const std::size_t dim = storage.dim();
-  // Repair links go into the reserved slots past 2M, so nothing construction chose is evicted;
-  // the next insertion that shrinks a list treats them like any other link.
-  const std::size_t cap = max_links(0) + kRepairSlots;
-  // Beam searches run in parallel batches ahead of the sequential linking; a batch's results
-  // can be a little stale (computed before the batch's earlier nodes were linked), which only
-  // matters for which reachable node gives the in-link.
-  const std::size_t batch_size = 32 * static_cast<std::size_t>(pool.size());
-  std::vector<std::vector<Candidate>> batch(batch_size);
-  std::size_t added = 0;
-  // Cheap passes first: link u from a reachable out-neighbour with room, repeating while that
-  // makes progress (each fix floods reachability into u's cluster, so later nodes find a
-  // reachable neighbour); only the nodes left need a beam search.
-  std::vector<std::uint32_t> pending;
-  for (std::uint32_t u = 0; u < n; ++u)
-    if (!reached[u]) pending.push_back(u);
-  bool searching = false;
-  int cheap_passes = 0;
-  while (!pending.empty()) {
-    std::size_t kept_pending = 0;
-    bool progress = false;
-    std::size_t batch_begin = 0, batch_end = 0;
-    for (std::size_t pi = 0; pi < pending.size(); ++pi) {
-      const std::uint32_t u = pending[pi];
-      if (reached[u]) continue;
-      std::uint32_t from = kNone, first_reachable = kNone;
-      auto consider = [&](std::uint32_t v) {
-        if (v == u || !reached[v] || from != kNone) return;
-        if (first_reachable == kNone) first_reachable = v;
-        if (links_at(v, 0)[0] < cap) from = v;
-      };
-      const std::uint32_t* out = links_at(u, 0);
-      for (std::uint32_t i = 1; i <= out[0]; ++i) consider(out[i]);
-      if (from == kNone && !searching) {
-        pending[kept_pending++] = u;
-        continue;
-      }
-      if (from == kNone) {
-        if (pi >= batch_end) {  // search for the next batch of pending nodes in parallel
-          batch_begin = pi;
-          batch_end = std::min(pending.size(), pi + batch_size);
-          pool.parallel_for(batch_end - batch_begin, [&](std::size_t j, int) {
-            const std::uint32_t v = pending[batch_begin + j];
-            batch[j].clear();
-            if (reached[v]) return;
-            ScratchGuard sg(scratch_pool);
-            search(storage, storage.vector(v), static_cast<std::size_t>(params_.ef_construction),
-                   *sg, batch[j]);
-          });
-        }
-        for (const Candidate& c : batch[pi - batch_begin]) consider(c.second);
-      }
-      if (from == kNone) from = first_reachable != kNone ? first_reachable : entry_;
-      std::uint32_t* l = links_at(from, 0);
-      if (l[0] < cap) {
-        l[1 + l[0]] = u;
-        ++l[0];
-      } else {
-        // Replace the link whose target has the most other in-links (ties: the farthest).
-        std::uint32_t best = 1;
-        float best_d = -1.0f;
-        for (std::uint32_t i = 1; i <= l[0]; ++i) {
-          if (in_degree[l[i]] < in_degree[l[best]]) continue;
-          const float d =
-              l2sq(storage.vector(from), storage.vector(l[i]), dim) * storage.rank_factor(l[i]);
-          if (in_degree[l[i]] > in_degree[l[best]] || d > best_d) {
-            best = i;
-            best_d = d;
-          }
-        }
-        const std::uint32_t dropped = l[best];
-        --in_degree[dropped];
-        l[best] = u;
-        // Keep the dropped node reachable through u when it had no other in-link.
-        std::uint32_t* lu = links_at(u, 0);
-        if (in_degree[dropped] == 0 && lu[0] < cap &&
-            std::find(lu + 1, lu + 1 + lu[0], dropped) == lu + 1 + lu[0]) {
-          lu[1 + lu[0]] = dropped;
-          ++lu[0];
-          ++in_degree[dropped];
-        }
-      }
-      ++in_degree[u];
-      ++added;
-      flood(u);
-      progress = true;
-    }
-    pending.resize(kept_pending);
-    // No cheap fix left, or too many passes (each costs O(pending)): search for the rest.
-    if (!progress || ++cheap_passes >= 3) searching = true;
-  }
-  return added;
-}
-
-GraphStats HnswGraph::check_integrity() const {
-  GraphStats st;
-  const std::size_t n = nodes();
-  st.nodes = n;
-  st.max_level = max_level_;
-  if (n == 0) {
-    if (entry_ != kNone || max_level_ != -1) throw FormatError("empty graph with an entry point");
-    return st;
-  }
-  if (entry_ >= n) throw FormatError("entry point " + std::to_string(entry_) + " out of range");
-  if (levels_[entry_] != max_level_) throw FormatError("entry point is not on the top level");
-  std::vector<std::uint64_t> seen_mark(n, UINT64_MAX);
-  for (std::size_t s = 0; s < n; ++s) {
-    const int lv = levels_[s];
-    if (lv < 0 || lv > max_level_)
-      throw FormatError("node " + std::to_string(s) + " has level " + std::to_string(lv) +
-                        " outside [0, " + std::to_string(max_level_) + "]");
-    const std::size_t end = s + 1 < n ? upper_offset_[s + 1] : upper_.size();
-    if (end - upper_offset_[s] != static_cast<std::size_t>(lv) * upper_stride())
-      throw FormatError("node " + std::to_string(s) + " has a wrong number of upper link lists");
-    for (int l = 0; l <= lv; ++l) {
-      const std::uint32_t* links = links_at(static_cast<std::uint32_t>(s), l);
-      if (links[0] > max_links(l) + (l == 0 ? kRepairSlots : 0))
-        throw FormatError("node " + std::to_string(s) + " level " + std::to_string(l) + " has " +
-                          std::to_string(links[0]) + " links, more than " +
-                          std::to_string(max_links(l)));
-      const std::uint64_t tag =
-          static_cast<std::uint64_t>(s) * (kMaxLevel + 1) + static_cast<std::uint64_t>(l);
-      for (std::uint32_t i = 1; i <= links[0]; ++i) {
-        const std::uint32_t t = links[i];
-        if (t >= n || t == s || levels_[t] < l)
-          throw FormatError("node " + std::to_string(s) + " level " + std::to_string(l) +
-                            " has an invalid link to " + std::to_string(t));
-        if (seen_mark[t] == tag)
-          throw FormatError("node " + std::to_string(s) + " links twice to " + std::to_string(t));
-        seen_mark[t] = tag;
-      }
-      st.links += links[0];
-    }
-  }
-  // Reachability on level 0 from the entry point (breadth-first).
-  std::vector<std::uint8_t> reached(n, 0);
-  std::vector<std::uint32_t> queue;
-  flood_level0(entry_, reached, queue);
-  st.unreachable = n - queue.size();
-  return st;
 }
 
 std::unique_ptr<HnswGraph> HnswGraph::restore(const HnswParams& params,
