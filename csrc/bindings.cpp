@@ -5,8 +5,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <array>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "crc32.h"
 #include "errors.h"
@@ -21,6 +24,11 @@ namespace {
 
 using FloatArray = py::array_t<float, py::array::c_style>;
 using IdArray = py::array_t<std::int64_t, py::array::c_style>;
+using Int64Array = py::array_t<std::int64_t, py::array::c_style>;
+using DoubleArray = py::array_t<double, py::array::c_style>;
+using UInt32Array = py::array_t<std::uint32_t, py::array::c_style>;
+using ByteArray = py::array_t<std::uint8_t, py::array::c_style>;
+using SlotArray = py::array_t<std::uint32_t, py::array::c_style>;
 
 // Checks the shape promised by the Python layer (a ValueError, never a crash, if it is broken).
 std::size_t rows_of(const FloatArray& x, std::size_t dim, const char* what) {
@@ -29,9 +37,20 @@ std::size_t rows_of(const FloatArray& x, std::size_t dim, const char* what) {
   return static_cast<std::size_t>(x.shape(0));
 }
 
-std::size_t length_of(const IdArray& ids) {
-  if (ids.ndim() != 1) throw InvalidArgument("ids must be one-dimensional");
-  return static_cast<std::size_t>(ids.shape(0));
+template <typename T>
+std::size_t length_of(const py::array_t<T, py::array::c_style>& a) {
+  if (a.ndim() != 1) throw InvalidArgument("expected a one-dimensional array");
+  return static_cast<std::size_t>(a.shape(0));
+}
+
+// (n, 3) float64 rows [kind, p0, p1] -> decay terms (kinds are checked by DecayProgram).
+std::vector<DecayTerm> decay_terms(const DoubleArray& terms) {
+  if (terms.ndim() != 2 || terms.shape(1) != 3) throw InvalidArgument("terms must be (n, 3)");
+  std::vector<DecayTerm> out;
+  for (py::ssize_t i = 0; i < terms.shape(0); ++i)
+    out.push_back(
+        {static_cast<DecayKind>(static_cast<int>(terms.at(i, 0))), terms.at(i, 1), terms.at(i, 2)});
+  return out;
 }
 
 template <typename Core>
@@ -59,16 +78,15 @@ void bind_common(py::class_<Core>& cls) {
       .def("reserve", &Core::reserve, py::call_guard<py::gil_scoped_release>())
       .def(
           "add",
-          [](Core& self, const FloatArray& x, const IdArray& ids, bool finish) {
+          [](Core& self, const FloatArray& x, const IdArray& ids) {
             const std::size_t n = rows_of(x, self.dim(), "x");
             if (length_of(ids) != n) throw InvalidArgument("x and ids differ in length");
             const float* px = x.data();
             const std::int64_t* pi = ids.data();
             py::gil_scoped_release nogil;
-            self.add(px, n, pi, finish);
+            self.add(px, n, pi);
           },
-          py::arg("x"), py::arg("ids"), py::arg("finish") = true)
-      .def("finish", &Core::finish, py::call_guard<py::gil_scoped_release>())
+          py::arg("x"), py::arg("ids"))
       .def("search",
            [](Core& self, const FloatArray& q, std::size_t k, std::size_t ef) {
              const std::size_t nq = rows_of(q, self.dim(), "query");
@@ -83,6 +101,48 @@ void bind_common(py::class_<Core>& cls) {
              }
              return py::make_tuple(D, I);
            })
+      .def(
+          "search_scored",
+          [](Core& self, const FloatArray& q, std::size_t k, std::size_t ef, double depth_bias,
+             double time_coef, const DoubleArray& terms, std::int64_t at_us, double future_weight,
+             std::optional<Int64Array> t, std::optional<Int64Array> valid_from,
+             std::optional<Int64Array> valid_until, std::optional<UInt32Array> access_count,
+             std::optional<ByteArray> allowed, std::optional<SlotArray> allowed_slots, bool touch) {
+            const std::size_t nq = rows_of(q, self.dim(), "query");
+            typename Core::ScoredQuery sq;
+            sq.params.depth_bias = depth_bias;
+            sq.params.time_coef = time_coef;
+            sq.params.decay = DecayProgram(decay_terms(terms), at_us, future_weight);
+            if (t) {
+              const std::size_t rows = length_of(*t);
+              if (!valid_from || !valid_until || !access_count || length_of(*valid_from) != rows ||
+                  length_of(*valid_until) != rows || length_of(*access_count) != rows)
+                throw InvalidArgument("time columns differ in length");
+              sq.params.columns = {t->data(), valid_from->data(), valid_until->data(),
+                                   access_count->mutable_data(), rows};
+              sq.params.eligible_slots = rows;
+            }
+            if (allowed) {
+              sq.params.allowed = allowed->data();
+              sq.params.eligible_slots = std::min(sq.params.eligible_slots, length_of(*allowed));
+            }
+            if (allowed_slots) {
+              sq.allowed_slots = allowed_slots->data();
+              sq.n_allowed_slots = length_of(*allowed_slots);
+            }
+            sq.touch = touch;
+            py::array_t<std::int64_t> ids({nq, k});
+            py::array_t<double> scores({nq, k}), dist({nq, k}), depths({nq, k}), logw({nq, k});
+            typename Core::ScoredOutput out{ids.mutable_data(), scores.mutable_data(),
+                                            dist.mutable_data(), depths.mutable_data(),
+                                            logw.mutable_data()};
+            const float* pq = q.data();
+            {
+              py::gil_scoped_release nogil;
+              self.search_scored(pq, nq, k, ef, sq, out);
+            }
+            return py::make_tuple(ids, scores, dist, depths, logw);
+          })
       .def("remove",
            [](Core& self, const IdArray& ids) {
              const std::size_t n = length_of(ids);
@@ -167,6 +227,20 @@ PYBIND11_MODULE(_core, m) {
   m.def("l2sq_fast", [](const FloatArray& a, const FloatArray& b) {
     if (a.size() != b.size()) throw InvalidArgument("vectors differ in length");
     return metric::kernels().l2sq(a.data(), b.data(), static_cast<std::size_t>(a.size()));
+  });
+  m.def("decay_log_weights", [](const DoubleArray& terms, std::int64_t at_us, double future_weight,
+                                const Int64Array& t, const Int64Array& valid_from,
+                                const Int64Array& valid_until, const UInt32Array& access_count) {
+    // The C++ evaluation of a policy, for tests against the numpy reference.
+    const DecayProgram program(decay_terms(terms), at_us, future_weight);
+    const std::size_t n = length_of(t);
+    if (length_of(valid_from) != n || length_of(valid_until) != n || length_of(access_count) != n)
+      throw InvalidArgument("columns differ in length");
+    py::array_t<double> out(static_cast<py::ssize_t>(n));
+    for (std::size_t i = 0; i < n; ++i)
+      out.mutable_data()[i] = program.log_weight_of(t.data()[i], valid_from.data()[i],
+                                                    valid_until.data()[i], access_count.data()[i]);
+    return out;
   });
   m.def("l2sq_batch4_fast", [](const FloatArray& q, const FloatArray& rows) {
     // rows: (4, dim) -> the four distances of the selected batch kernel.

@@ -65,7 +65,6 @@ void HnswGraph::grow(std::size_t n) {
   if (n <= old) return;
   levels_.resize(n);
   level0_.resize(n * level0_stride(), 0);
-  in_degree_.resize(n, 0);
   upper_offset_.resize(n);
   for (std::size_t s = old; s < n; ++s) {
     const int lv = draw_level(static_cast<std::uint32_t>(s));
@@ -210,90 +209,47 @@ std::uint32_t HnswGraph::connect(const VectorStorage& storage, std::uint32_t slo
     for (std::size_t i = 0; i < selected.size(); ++i) store_relaxed(l + 1 + i, selected[i].second);
     store_relaxed(l, static_cast<std::uint32_t>(selected.size()));
   }
-  if (level == 0)
-    for (const Candidate& c : selected) add_in_degree(c.second, 1);
   const auto l2sq = metric::kernels().l2sq;
   const auto l2sq_batch4 = metric::kernels().l2sq_batch4;
   const std::size_t dim = storage.dim();
   const std::size_t row_bytes = dim * sizeof(float);
-  // On level 0 in-degrees are tracked so fewer nodes are left for the repair's beam searches:
-  // the new node gets an in-link even when every neighbour's heuristic drops it, and a link a
-  // re-selection drops that was its target's last in-link may move to the new node's list.
-  const bool track = level == 0;
-  bool slot_linked = false;
   auto& pruned = scratch.pruned;
   auto& old_links = scratch.old_links;
-  auto& orphans = scratch.orphans;
   for (const Candidate& c : selected) {
     const std::uint32_t n = c.second;
-    bool slot_kept = false;
-    orphans.clear();
-    {
-      std::lock_guard<SpinLock> g(node_locks_[n]);
-      std::uint32_t* l = links_at(n, level);
-      const std::uint32_t count = l[0];
-      if (std::find(l + 1, l + 1 + count, slot) != l + 1 + count) {
-        slot_linked = true;
-        continue;
-      }
-      if (count < cap) {
-        store_relaxed(l + 1 + count, slot);
-        store_relaxed(l, count + 1);
-        if (track) add_in_degree(slot, 1);
-        slot_linked = true;
-        continue;
-      }
-      // Full list: re-select among the old links and the new node with the same heuristic.
-      const float* vn = storage.vector(n);
-      const float an = storage.rank_factor(n);
-      old_links.assign(l + 1, l + 1 + count);
-      pruned.clear();
-      pruned.push_back({c.first, slot});
-      for (const std::uint32_t o : old_links) prefetch_row(storage.vector(o), row_bytes);
-      std::uint32_t i = 0;
-      for (; i + 4 <= count; i += 4) {
-        const std::uint32_t* b = old_links.data() + i;
-        const float* rows[4] = {storage.vector(b[0]), storage.vector(b[1]), storage.vector(b[2]),
-                                storage.vector(b[3])};
-        float l2[4];
-        l2sq_batch4(vn, rows, dim, l2);
-        for (int k = 0; k < 4; ++k)
-          pruned.push_back({l2[k] * an * storage.rank_factor(b[k]), b[k]});
-      }
-      for (; i < count; ++i) {
-        const std::uint32_t o = old_links[i];
-        pruned.push_back({l2sq(vn, storage.vector(o), dim) * an * storage.rank_factor(o), o});
-      }
-      select_neighbors(storage, pruned, cap, cap);
-      for (std::size_t i = 0; i < pruned.size(); ++i) store_relaxed(l + 1 + i, pruned[i].second);
-      store_relaxed(l, static_cast<std::uint32_t>(pruned.size()));
-      if (track) {
-        for (const Candidate& k : pruned) slot_kept |= k.second == slot;
-        if (slot_kept) {
-          add_in_degree(slot, 1);
-          slot_linked = true;
-        }
-        for (const std::uint32_t o : old_links) {
-          bool kept = false;
-          for (const Candidate& k : pruned) kept |= k.second == o;
-          if (kept || add_in_degree(o, -1) != 0) continue;
-          // o lost its last in-link. When the new node (kept by n, so reachable through n) is
-          // nearer to o than n is, it links to o: a search heading for o that reaches n also
-          // looks at it. Otherwise the final repair links o from the nearest reachable node
-          // its beam search finds; linking from the new node regardless was 10 % faster to
-          // build on boundary-heavy GloVe but left 6 % of the points of
-          // test_boundary_points_stay_reachable unfindable.
-          const float* vo = storage.vector(o);
-          if (slot_kept && l2sq(storage.vector(slot), vo, dim) * storage.rank_factor(slot) <
-                               l2sq(vn, vo, dim) * an)
-            orphans.push_back(o);
-        }
-      }
+    std::lock_guard<SpinLock> g(node_locks_[n]);
+    std::uint32_t* l = links_at(n, level);
+    const std::uint32_t count = l[0];
+    if (std::find(l + 1, l + 1 + count, slot) != l + 1 + count) continue;
+    if (count < cap) {
+      store_relaxed(l + 1 + count, slot);
+      store_relaxed(l, count + 1);
+      continue;
     }
-    // Outside n's lock (one list lock at a time); a list with no room leaves o to the repair.
-    for (const std::uint32_t o : orphans) append_link(slot, o);
+    // Full list: re-select among the old links and the new node with the same heuristic.
+    const float* vn = storage.vector(n);
+    const float an = storage.rank_factor(n);
+    old_links.assign(l + 1, l + 1 + count);
+    pruned.clear();
+    pruned.push_back({c.first, slot});
+    for (const std::uint32_t o : old_links) prefetch_row(storage.vector(o), row_bytes);
+    std::uint32_t i = 0;
+    for (; i + 4 <= count; i += 4) {
+      const std::uint32_t* b = old_links.data() + i;
+      const float* rows[4] = {storage.vector(b[0]), storage.vector(b[1]), storage.vector(b[2]),
+                              storage.vector(b[3])};
+      float l2[4];
+      l2sq_batch4(vn, rows, dim, l2);
+      for (int k = 0; k < 4; ++k) pruned.push_back({l2[k] * an * storage.rank_factor(b[k]), b[k]});
+    }
+    for (; i < count; ++i) {
+      const std::uint32_t o = old_links[i];
+      pruned.push_back({l2sq(vn, storage.vector(o), dim) * an * storage.rank_factor(o), o});
+    }
+    select_neighbors(storage, pruned, cap, cap);
+    for (std::size_t j = 0; j < pruned.size(); ++j) store_relaxed(l + 1 + j, pruned[j].second);
+    store_relaxed(l, static_cast<std::uint32_t>(pruned.size()));
   }
-  if (track && !slot_linked && !selected.empty()) link_from(storage, selected.front().second, slot);
   return selected.empty() ? kNone : selected.front().second;
 }
 
@@ -348,6 +304,7 @@ void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t
   out.clear();
   if (entry_ == kNone) return;
   const auto l2sq = metric::kernels().l2sq;
+  const auto l2sq_batch4 = metric::kernels().l2sq_batch4;
   const std::size_t dim = storage.dim();
   const std::size_t row_bytes = dim * sizeof(float);
   // The query's own factor a(q) is common to every candidate, so ranking uses |q - x|^2 a(x).
@@ -390,17 +347,19 @@ void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t
     heap_pop(frontier);
     const std::uint32_t* l = level0_.data() + c.second * stride;
     const std::uint32_t count = l[0];
-    // Visited marks of every neighbour and the first vectors up front, then each vector two
-    // ahead of its use: the loop is bound by memory latency, not arithmetic.
+    // Visited marks of every neighbour up front, the unvisited ones' vectors prefetched, then
+    // distances four at a time: the loop is bound by memory latency, not arithmetic.
     for (std::uint32_t i = 1; i <= count; ++i) prefetch(scratch.visited.data() + l[i]);
-    for (std::uint32_t i = 1; i <= count && i <= 2; ++i)
-      prefetch_row(storage.vector(l[i]), row_bytes);
+    std::uint32_t* fresh = scratch.fresh;
+    std::size_t n_fresh = 0;
     for (std::uint32_t i = 1; i <= count; ++i) {
       const std::uint32_t n = l[i];
-      if (i + 2 <= count) prefetch_row(storage.vector(l[i + 2]), row_bytes);
       if (scratch.seen(n)) continue;
       scratch.mark(n);
-      const float d = rank(n);
+      prefetch_row(storage.vector(n), row_bytes);
+      fresh[n_fresh++] = n;
+    }
+    auto consider = [&](std::uint32_t n, float d) {
       if (results.size() < ef || d < bound) {
         heap_push(frontier, {-d, n});
         // n was pushed, so it is likely to be expanded soon: fetch its link list now (the
@@ -413,7 +372,17 @@ void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t
         }
         if (!results.empty()) bound = results.front().first;
       }
+    };
+    std::size_t j = 0;
+    for (; j + 4 <= n_fresh; j += 4) {
+      const float* rows[4] = {storage.vector(fresh[j]), storage.vector(fresh[j + 1]),
+                              storage.vector(fresh[j + 2]), storage.vector(fresh[j + 3])};
+      float l2[4];
+      l2sq_batch4(q, rows, dim, l2);
+      for (int k = 0; k < 4; ++k)
+        consider(fresh[j + k], l2[k] * storage.rank_factor(fresh[j + k]));
     }
+    for (; j < n_fresh; ++j) consider(fresh[j], rank(fresh[j]));
   }
   out.assign(results.begin(), results.end());
   std::sort(out.begin(), out.end());
@@ -444,7 +413,6 @@ std::unique_ptr<HnswGraph> HnswGraph::restore(const HnswParams& params,
   g->max_level_ = max_level;
   g->node_locks_.reset(new SpinLock[std::max<std::size_t>(n, 1)]);
   g->lock_capacity_ = std::max<std::size_t>(n, 1);
-  g->count_in_degrees();
   return g;
 }
 

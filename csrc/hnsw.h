@@ -50,8 +50,7 @@ class HnswGraph {
 
   // Links `slot` (already grown, vector in storage) into the graph. Safe to call from several
   // threads at once for different slots; not concurrently with search(). Construction reads
-  // link lists without locks (see hnsw.cpp) and keeps level-0 in-degrees so that a node that
-  // loses its last in-link is re-linked at once when a good source is at hand.
+  // link lists without locks (see hnsw_links.h).
   void insert(const VectorStorage& storage, std::uint32_t slot, SearchScratch& scratch);
 
   // The (up to) ef best non-deleted slots for query q by rank quantity |q - x|^2 a(x), ascending,
@@ -108,16 +107,6 @@ class HnswGraph {
                         std::size_t max_count, std::size_t fill) const;
   std::uint32_t connect(const VectorStorage& storage, std::uint32_t slot, int level,
                         SearchScratch& scratch);
-  // Adds delta to slot's level-0 in-degree (atomically); returns the new value.
-  std::uint32_t add_in_degree(std::uint32_t slot, int delta);
-  // Appends the level-0 link from -> to if the list has room (reserved slots included); false
-  // if it is full.
-  bool append_link(std::uint32_t from, std::uint32_t to);
-  // Adds the level-0 link from -> to, using a reserved slot or replacing the link whose target
-  // has the most in-links; gives up (leaving it to the repair) rather than orphan a target.
-  void link_from(const VectorStorage& storage, std::uint32_t from, std::uint32_t to);
-  // Recounts in_degree_ from the level-0 lists (links out of range are skipped).
-  void count_in_degrees();
   // Breadth-first walk of level 0 from `start`, marking `reached`; returns the nodes newly
   // reached (queue holds them).
   std::size_t flood_level0(std::uint32_t start, std::vector<std::uint8_t>& reached,
@@ -133,9 +122,6 @@ class HnswGraph {
   std::vector<std::uint32_t> level0_;        // per slot: [count, 2M links]
   std::vector<std::uint32_t> upper_;         // node after node: levels x [count, M links]
   std::vector<std::uint32_t> upper_offset_;  // where node s's lists start in upper_
-  // Level-0 in-links per node, kept while building so a node that loses its last in-link is
-  // re-linked at once instead of waiting for the repair's search (see connect()).
-  std::vector<std::uint32_t> in_degree_;
   std::unique_ptr<SpinLock[]> node_locks_;
   std::size_t lock_capacity_ = 0;
   std::mutex entry_mutex_;

@@ -1,5 +1,5 @@
-// Level-0 connectivity of the HNSW graph: in-degree bookkeeping during construction, the repair
-// that makes every node reachable from the entry point, and the structural integrity check.
+// Level-0 connectivity of the HNSW graph: the repair that makes every node reachable from the
+// entry point, and the structural integrity check.
 #include <algorithm>
 #include <string>
 
@@ -9,67 +9,6 @@
 #include "metric.h"
 
 namespace poincare {
-
-using hnsw_detail::load_relaxed;
-using hnsw_detail::store_relaxed;
-
-void HnswGraph::count_in_degrees() {
-  const std::size_t n = nodes();
-  const std::size_t capacity = max_links(0) + kRepairSlots;
-  in_degree_.assign(n, 0);
-  for (std::size_t s = 0; s < n; ++s) {
-    const std::uint32_t* l = links_at(static_cast<std::uint32_t>(s), 0);
-    const std::size_t count = std::min<std::size_t>(l[0], capacity);
-    for (std::size_t i = 1; i <= count; ++i)
-      if (l[i] < n) ++in_degree_[l[i]];
-  }
-}
-
-std::uint32_t HnswGraph::add_in_degree(std::uint32_t slot, int delta) {
-  return __atomic_add_fetch(&in_degree_[slot], static_cast<std::uint32_t>(delta), __ATOMIC_RELAXED);
-}
-
-bool HnswGraph::append_link(std::uint32_t from, std::uint32_t to) {
-  std::lock_guard<SpinLock> g(node_locks_[from]);
-  std::uint32_t* l = links_at(from, 0);
-  const std::uint32_t count = l[0];
-  if (count >= max_links(0) + kRepairSlots) return false;
-  if (from == to || std::find(l + 1, l + 1 + count, to) != l + 1 + count) return true;
-  store_relaxed(l + 1 + count, to);
-  store_relaxed(l, count + 1);
-  add_in_degree(to, 1);
-  return true;
-}
-
-void HnswGraph::link_from(const VectorStorage& storage, std::uint32_t from, std::uint32_t to) {
-  const std::size_t cap = max_links(0) + kRepairSlots;
-  if (append_link(from, to)) return;
-  std::lock_guard<SpinLock> g(node_locks_[from]);
-  std::uint32_t* l = links_at(from, 0);
-  const std::uint32_t count = l[0];
-  if (count < cap) return;  // another thread made room and ran first; the repair links `to`
-  // Full even with the reserved slots: replace the link whose target has the most other
-  // in-links (ties: the farthest), never a target's last in-link.
-  const auto l2sq = metric::kernels().l2sq;
-  const std::size_t dim = storage.dim();
-  std::uint32_t best = 0, best_in = 1;
-  float best_d = -1.0f;
-  for (std::uint32_t i = 1; i <= count; ++i) {
-    const std::uint32_t in = load_relaxed(&in_degree_[l[i]]);
-    if (in < best_in) continue;
-    const float d =
-        l2sq(storage.vector(from), storage.vector(l[i]), dim) * storage.rank_factor(l[i]);
-    if (in > best_in || d > best_d) {
-      best = i;
-      best_in = in;
-      best_d = d;
-    }
-  }
-  if (best == 0 || best_in < 2) return;  // the final repair links `to`
-  add_in_degree(l[best], -1);
-  store_relaxed(l + best, to);
-  add_in_degree(to, 1);
-}
 
 std::size_t HnswGraph::flood_level0(std::uint32_t start, std::vector<std::uint8_t>& reached,
                                     std::vector<std::uint32_t>& queue) const {
@@ -104,8 +43,11 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
   const std::size_t n = nodes();
   if (n < 2 || entry_ == kNone) return 0;
   std::vector<std::uint8_t> reached(n, 0);
-  count_in_degrees();
-  auto& in_degree = in_degree_;
+  std::vector<std::uint32_t> in_degree(n, 0);
+  for (std::size_t s = 0; s < n; ++s) {
+    const std::uint32_t* l = links_at(static_cast<std::uint32_t>(s), 0);
+    for (std::uint32_t i = 1; i <= l[0]; ++i) ++in_degree[l[i]];
+  }
   std::vector<std::uint32_t> queue;
   auto flood = [&](std::uint32_t start) { flood_level0(start, reached, queue); };
   flood(entry_);

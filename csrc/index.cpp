@@ -1,6 +1,7 @@
 #include "index.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -58,17 +59,12 @@ void IndexCore::reserve(std::size_t n_more) {
   storage_.reserve(storage_.slots() + n_more);
 }
 
-void IndexCore::add(const float* x, std::size_t n, const std::int64_t* ids, bool finish) {
+void IndexCore::add(const float* x, std::size_t n, const std::int64_t* ids) {
   validate_points(x, n, "x");
   std::unique_lock<std::shared_mutex> g(rw_);
   storage_.check_new_ids(ids, n);
   const std::size_t first = storage_.append(x, n, ids);
   insert_slots(first, n);
-  if (finish) finish_batch();
-}
-
-void IndexCore::finish() {
-  std::unique_lock<std::shared_mutex> g(rw_);
   finish_batch();
 }
 
@@ -79,6 +75,56 @@ void IndexCore::search(const float* queries, std::size_t nq, std::size_t k, std:
   validate_points(queries, nq, "query");
   std::shared_lock<std::shared_mutex> g(rw_);
   search_validated(queries, nq, k, ef, D, I);
+}
+
+void IndexCore::search_scored(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
+                              const ScoredQuery& query, const ScoredOutput& out) {
+  if (k == 0) throw InvalidArgument("k must be >= 1");
+  if (ef == 0) throw InvalidArgument("ef must be >= 1");
+  validate_points(queries, nq, "query");
+  std::shared_lock<std::shared_mutex> g(rw_);
+  const FusedParams& params = query.params;
+  const std::size_t n = storage_.slots();
+  // Rows past the columns' length were added after the caller took its views (a concurrent
+  // add): they are never returned, so their column values are never read.
+  if ((!params.decay.empty() || query.touch) && params.eligible_slots > params.columns.rows)
+    throw InvalidArgument("a decay policy or touch needs time columns covering every slot");
+  for (std::size_t i = 0; i < query.n_allowed_slots; ++i)
+    if (query.allowed_slots[i] >= n) throw InvalidArgument("allowed slot out of range");
+  const std::size_t dim = storage_.dim();
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  auto one = [&](std::size_t qi) {
+    thread_local std::vector<ScoredHit> hits;
+    const float* q = queries + qi * dim;
+    const FusedScorer scorer(storage_, params, q);
+    if (query.allowed_slots != nullptr)
+      fused_scan(scorer, storage_, q, query.n_allowed_slots, query.allowed_slots, k, hits);
+    else
+      fused_search_one(scorer, params, q, k, ef, hits);
+    if (query.touch) touch_hits(params.columns, hits);
+    for (std::size_t j = 0; j < k; ++j) {
+      const std::size_t o = qi * k + j;
+      if (j < hits.size()) {
+        const ScoredHit& h = hits[j];
+        out.ids[o] = storage_.id(h.slot);
+        out.scores[o] = h.score;
+        out.distances[o] = h.distance;
+        out.depths[o] = h.depth;
+        out.log_weights[o] = h.log_weight;
+      } else {
+        out.ids[o] = -1;
+        out.scores[o] = -kInf;
+        out.distances[o] = kInf;
+        out.depths[o] = kInf;
+        out.log_weights[o] = -kInf;
+      }
+    }
+  };
+  if (nq == 1) {
+    one(0);
+    return;
+  }
+  run_parallel(nq, [&](std::size_t qi, int) { one(qi); });
 }
 
 std::size_t IndexCore::remove(const std::int64_t* ids, std::size_t n) {
@@ -123,6 +169,11 @@ void FlatIndexCore::search_validated(const float* queries, std::size_t nq, std::
                                      std::size_t, float* D, std::int64_t* I) {
   std::lock_guard<std::mutex> g(pool_mutex_);
   flat_search(storage_, queries, nq, k, *pool_, D, I);
+}
+
+void FlatIndexCore::fused_search_one(const FusedScorer& scorer, const FusedParams&, const float* q,
+                                     std::size_t k, std::size_t, std::vector<ScoredHit>& out) {
+  fused_scan(scorer, storage_, q, storage_.slots(), nullptr, k, out);
 }
 
 // ---- HNSW -------------------------------------------------------------------------------------
@@ -176,6 +227,17 @@ void HnswIndexCore::insert_slots(std::size_t first, std::size_t n) {
 void HnswIndexCore::finish_batch() {
   std::lock_guard<std::mutex> g(pool_mutex_);
   graph_->repair_connectivity(storage_, scratch_, *pool_);
+}
+
+void HnswIndexCore::fused_search_one(const FusedScorer& scorer, const FusedParams& params,
+                                     const float* q, std::size_t k, std::size_t ef,
+                                     std::vector<ScoredHit>& out) {
+  if (!params.has_bound()) {  // no sound stopping rule: exact scan
+    fused_scan(scorer, storage_, q, storage_.slots(), nullptr, k, out);
+    return;
+  }
+  ScratchGuard scratch(scratch_);
+  fused_graph_search(*graph_, storage_, scorer, q, k, std::max(ef, k), *scratch, out);
 }
 
 void HnswIndexCore::search_validated(const float* queries, std::size_t nq, std::size_t k,

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "fused.h"
 #include "hnsw.h"
 #include "scratch.h"
 #include "storage.h"
@@ -38,18 +39,34 @@ class IndexCore {
   void validate_new_ids(const std::int64_t* ids, std::size_t n) const;
   // Pre-allocates room for n more points.
   void reserve(std::size_t n_more);
-  // Validates, then adds n points with the given ids (all or nothing); with `finish`, then runs
-  // finish_batch() (for HNSW: the connectivity repair). A caller adding one batch in several
-  // chunks passes finish=false for all but the last chunk: the repair is global, so running it
-  // once per batch instead of once per chunk saves its fixed cost and the nodes that later
-  // chunks link anyway.
-  void add(const float* x, std::size_t n, const std::int64_t* ids, bool finish = true);
-  // Runs finish_batch() under the write lock (after add(..., finish=false), e.g. when the
-  // caller's chunked add is interrupted).
-  void finish();
+  // Validates, then adds n points with the given ids (all or nothing), then runs finish_batch()
+  // (for HNSW: the connectivity repair). Repairing after every chunk of a long add, not once at
+  // the end, matters: nodes re-linked early are found as neighbours by later insertions
+  // (boundary-heavy GloVe, 400k: recall@10 at ef=32 0.963 against 0.927 with one repair).
+  void add(const float* x, std::size_t n, const std::int64_t* ids);
   // k nearest per query (D float32 ascending, I ids; +inf / -1 padding). ef: beam width (HNSW).
   void search(const float* queries, std::size_t nq, std::size_t k, std::size_t ef, float* D,
               std::int64_t* I);
+  // Top-k by fused score per query (see fused.h). With allowed_slots, an exact scan of those
+  // slots; otherwise the index's own strategy (HNSW: fused traversal when the bound exists). The
+  // time columns must cover every slot when the decay is not empty or touch is set. Outputs are
+  // nq x k, padded with id -1, score and log weight -inf, distance and depth +inf.
+  struct ScoredQuery {
+    FusedParams params;
+    const std::uint32_t* allowed_slots = nullptr;
+    std::size_t n_allowed_slots = 0;
+    bool touch = false;
+  };
+  struct ScoredOutput {
+    std::int64_t* ids;
+    double* scores;
+    double* distances;
+    double* depths;
+    double* log_weights;
+  };
+  void search_scored(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
+                     const ScoredQuery& query, const ScoredOutput& out);
+
   // Marks ids deleted; unknown ids are ignored. Returns how many were removed.
   std::size_t remove(const std::int64_t* ids, std::size_t n);
   // Copies the stored vector of `id` to out; KeyNotFound if unknown.
@@ -64,6 +81,10 @@ class IndexCore {
   virtual void finish_batch() {}
   virtual void search_validated(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
                                 float* D, std::int64_t* I) = 0;
+  // Fused top-k for one query with no slot list (the flat index scans; HNSW traverses).
+  virtual void fused_search_one(const FusedScorer& scorer, const FusedParams& params,
+                                const float* q, std::size_t k, std::size_t ef,
+                                std::vector<ScoredHit>& out) = 0;
   template <typename Fn>
   void run_parallel(std::size_t n_tasks, const Fn& fn);
 
@@ -82,6 +103,8 @@ class FlatIndexCore final : public IndexCore {
   void insert_slots(std::size_t, std::size_t) override {}
   void search_validated(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
                         float* D, std::int64_t* I) override;
+  void fused_search_one(const FusedScorer& scorer, const FusedParams& params, const float* q,
+                        std::size_t k, std::size_t ef, std::vector<ScoredHit>& out) override;
 };
 
 class HnswIndexCore final : public IndexCore {
@@ -100,6 +123,8 @@ class HnswIndexCore final : public IndexCore {
   void finish_batch() override;
   void search_validated(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
                         float* D, std::int64_t* I) override;
+  void fused_search_one(const FusedScorer& scorer, const FusedParams& params, const float* q,
+                        std::size_t k, std::size_t ef, std::vector<ScoredHit>& out) override;
 
  private:
   std::unique_ptr<HnswGraph> graph_;

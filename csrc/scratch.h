@@ -25,7 +25,8 @@ struct SearchScratch {
   std::vector<Candidate> selection;
   std::vector<Candidate> pruned;         // re-selection of a full neighbour list
   std::vector<std::uint32_t> old_links;  // that list before the re-selection
-  std::vector<std::uint32_t> orphans;    // links it dropped that were their target's last
+  // Unvisited neighbours of one node: a level-0 list holds at most 2M + 4 links, M <= 256.
+  std::uint32_t fresh[2 * 256 + 4];
 
   void begin(std::size_t n_slots) {
     if (visited.size() < n_slots) visited.resize(n_slots + n_slots / 4 + 1024, 0);

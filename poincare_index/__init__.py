@@ -10,9 +10,19 @@ from __future__ import annotations
 
 from . import _core
 from ._core import IndexFormatError
+from .decay import (
+    DecayPolicy,
+    Ebbinghaus,
+    Exponential,
+    HalfLife,
+    Product,
+    ValidityWindow,
+    generative_agents_recency,
+)
 from .geometry import BALL_MARGIN, depth, distance, expmap0, logmap0, project
 from .index import PoincareFlatIndex, PoincareIndex
 from .io import read_index, write_index
+from .scored import ScoredResults
 
 __version__ = "0.1.0"
 
@@ -22,6 +32,14 @@ __all__ = [
     "write_index",
     "read_index",
     "IndexFormatError",
+    "ScoredResults",
+    "DecayPolicy",
+    "HalfLife",
+    "Ebbinghaus",
+    "ValidityWindow",
+    "Exponential",
+    "Product",
+    "generative_agents_recency",
     "distance",
     "depth",
     "expmap0",

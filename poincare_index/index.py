@@ -9,9 +9,12 @@ from typing import Any, ClassVar, TypeVar, Union
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from . import _core
+from . import _core, _time
 from ._validation import as_id, as_ids, as_matrix, as_positive_int
+from .columns import ColumnStore, check_window, metadata_table
+from .decay import DEFAULT_FUTURE_WEIGHT, DecayPolicy
 from .geometry import _curvature
+from .scored import ScoredResults, run_scored
 
 __all__ = ["PoincareIndex", "PoincareFlatIndex"]
 
@@ -43,11 +46,15 @@ class _IndexBase:
     _add_chunk: ClassVar[int]
 
     _core: Any
+    # Filters allowing at most this fraction of the rows are answered by an exact scan of the
+    # allowed rows instead of a graph walk (see BENCHMARKS.md, filtered search).
+    filter_scan_fraction: float = 0.1
 
     def __init__(self) -> None:
         # Adds and removals from several Python threads run one at a time (the core would
         # serialise them anyway); searches do not take this lock.
         self._write_lock = threading.RLock()
+        self._columns = ColumnStore()
 
     # ---- properties ---------------------------------------------------------------------
     @property
@@ -84,50 +91,90 @@ class _IndexBase:
             return False
 
     # ---- writes -------------------------------------------------------------------------
-    def add(self, x: ArrayLike) -> None:
+    def add(
+        self,
+        x: ArrayLike,
+        *,
+        t: Any = None,
+        valid_from: Any = None,
+        valid_until: Any = None,
+        metadata: Any = None,
+    ) -> None:
         """Add vectors (n, dim); they get ids ``next_id .. next_id + n - 1``.
 
         ``next_id`` is ``ntotal`` (FAISS's rule) unless ids at or above it are already taken
         (after ``add_with_ids`` or ``remove_ids``), in which case it is one past the largest id
         ever stored. Rows must be finite and inside the ball (c|x|^2 < 1 - 1e-7 after the
-        float32 cast); on error nothing is added.
+        float32 cast); on error nothing is added. The keyword columns are as in
+        :meth:`add_with_ids`.
         """
         arr = as_matrix(x, self.dim, "x")
         with self._write_lock:
             start = int(self._core.next_auto_id)
             ids = np.arange(start, start + arr.shape[0], dtype=np.int64)
-            self._add(arr, ids)
+            self._add(arr, ids, t, valid_from, valid_until, metadata)
 
-    def add_with_ids(self, x: ArrayLike, ids: ArrayLike) -> None:
-        """Add vectors (n, dim) with int64 ids (unique, not already in the index, not -1)."""
+    def add_with_ids(
+        self,
+        x: ArrayLike,
+        ids: ArrayLike,
+        t: Any = None,
+        valid_from: Any = None,
+        valid_until: Any = None,
+        metadata: Any = None,
+    ) -> None:
+        """Add vectors (n, dim) with int64 ids (unique, not already in the index, not -1).
+
+        ``t``: each point's time (numpy datetime64, a pyarrow timestamp array, or datetimes;
+        aware ones are converted to UTC, naive ones read as UTC; one value is broadcast); default
+        now. ``valid_from``/``valid_until``: the window in which the point holds (None/NaT: an
+        open end); valid_until must be after valid_from. ``metadata``: a dict of columns or a
+        pyarrow Table with one row per point. All of it lands in :attr:`columns`.
+        """
         arr = as_matrix(x, self.dim, "x")
         id_arr = as_ids(ids)
         if id_arr.shape[0] != arr.shape[0]:
             raise ValueError(f"x has {arr.shape[0]} rows but ids has {id_arr.shape[0]} entries")
         with self._write_lock:
-            self._add(arr, id_arr)
+            self._add(arr, id_arr, t, valid_from, valid_until, metadata)
 
-    def _add(self, arr: NDArray[np.float32], ids: NDArray[np.int64]) -> None:
+    def _add(
+        self,
+        arr: NDArray[np.float32],
+        ids: NDArray[np.int64],
+        t: Any = None,
+        valid_from: Any = None,
+        valid_until: Any = None,
+        metadata: Any = None,
+    ) -> None:
         n = arr.shape[0]
+        # Validate the whole batch before the first chunk so a bad row changes nothing.
+        t_us = _time.as_time_column(
+            t, n, "t", nullable=False, default=_time.now_micros() if t is None else None
+        )
+        vf = _time.as_time_column(valid_from, n, "valid_from", nullable=True)
+        vu = _time.as_time_column(valid_until, n, "valid_until", nullable=True)
+        check_window(vf, vu)
+        meta = metadata_table(metadata, n)
         if n == 0:
             return
-        # Validate the whole batch before the first chunk so a bad row changes nothing.
         self._core.validate_points(arr, "x")
         self._core.validate_new_ids(ids)
         self._core.reserve(n)
         # A KeyboardInterrupt between chunks leaves the index consistent, holding the rows of
-        # the chunks that completed (a prefix of the batch; ntotal says how many). The
-        # finishing pass (HNSW: connectivity repair) runs once, after the last chunk, or on the
-        # way out of an interrupted add.
-        finished = False
-        try:
-            for start in range(0, n, self._add_chunk):
-                end = min(n, start + self._add_chunk)
-                self._core.add(arr[start:end], ids[start:end], end == n)
-                finished = end == n
-        finally:
-            if not finished:
-                self._core.finish()
+        # the chunks that completed (a prefix of the batch; ntotal says how many). Each chunk's
+        # column rows go in first (a concurrent search only reads rows it has a view of) and
+        # come out again if the core refuses the chunk.
+        for start in range(0, n, self._add_chunk):
+            end = min(n, start + self._add_chunk)
+            rows = len(self._columns)
+            chunk_meta = meta.slice(start, end - start) if meta is not None else None
+            self._columns.append(ids[start:end], t_us[start:end], vf[start:end], vu[start:end], chunk_meta)
+            try:
+                self._core.add(arr[start:end], ids[start:end])
+            except BaseException:
+                self._columns.truncate(rows)
+                raise
 
     def remove_ids(self, ids: ArrayLike) -> int:
         """Remove the given ids; unknown ids are ignored (as in FAISS). Returns how many were removed.
@@ -139,11 +186,44 @@ class _IndexBase:
             return int(self._core.remove(id_arr))
 
     # ---- reads --------------------------------------------------------------------------
-    def _search(self, q: ArrayLike, k: int, ef: int) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
+    @property
+    def columns(self) -> Any:
+        """The per-point columns as a pyarrow Table, one row per slot (insertion order, removed
+        points included): id, t, valid_from, valid_until (timestamp[us, UTC], null = open),
+        access_count, then the metadata columns. A boolean filter mask aligns with these rows."""
+        return self._columns.table()
+
+    def _search(
+        self, q: ArrayLike, k: int, ef: int, filters: Any = None
+    ) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
+        if filters is not None:
+            r = run_scored(
+                self, q, k, ef, decay=None, at_time=None, depth_bias=0.0, time_coef=0.0,
+                filters=filters, touch=False,
+            )  # fmt: skip
+            return r.distances.astype(np.float32), r.ids
         arr = as_matrix(q, self.dim, "query")
         k = as_positive_int(k, "k")
         D, I = self._core.search(arr, k, ef)
         return D, I
+
+    def _search_scored(
+        self,
+        q: ArrayLike,
+        k: int,
+        ef: int,
+        decay: DecayPolicy | None,
+        at_time: Any,
+        depth_bias: float,
+        time_coef: float,
+        filters: Any,
+        touch: bool,
+        future_weight: float,
+    ) -> ScoredResults:
+        return run_scored(
+            self, q, k, ef, decay=decay, at_time=at_time, depth_bias=depth_bias,
+            time_coef=time_coef, filters=filters, touch=touch, future_weight=future_weight,
+        )  # fmt: skip
 
     def reconstruct(self, id: int) -> NDArray[np.float32]:
         """The stored float32 vector of ``id``; KeyError if the id is not in the index."""
@@ -195,13 +275,45 @@ class PoincareFlatIndex(_IndexBase):
         self._core = _core.FlatIndexCore(_dim(dim), _curvature(curvature), _threads(num_threads))
 
     def search(
-        self, q: ArrayLike, k: int, ef: int | None = None
+        self, q: ArrayLike, k: int, ef: int | None = None, *, filters: Any = None
     ) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
         """Exact k nearest per query row: ``(D, I)``, float32 distances ascending and int64 ids,
-        padded with inf / -1 when fewer than k points exist. ``ef`` is accepted and ignored."""
+        padded with inf / -1 when fewer than k points exist. ``ef`` is accepted and ignored;
+        ``filters`` restricts the results (see :meth:`search_scored`)."""
         if ef is not None:
             as_positive_int(ef, "ef")
-        return self._search(q, k, 1)
+        return self._search(q, k, 1, filters)
+
+    def search_scored(
+        self,
+        q: ArrayLike,
+        k: int,
+        *,
+        decay: DecayPolicy | None = None,
+        at_time: Any = None,
+        depth_bias: float = 0.0,
+        time_coef: float = 1.0,
+        filters: Any = None,
+        ef: int | None = None,
+        touch: bool = False,
+        future_weight: float = DEFAULT_FUTURE_WEIGHT,
+    ) -> ScoredResults:
+        """Top-k per query by the fused score
+        ``-distance + depth_bias * depth + time_coef * log(time_weight)``, best first.
+
+        ``decay``: a policy from :mod:`poincare_index.decay` (None: weight 1), evaluated in C++ on
+        the columns at ``at_time`` (one time for the call; default now; naive = UTC). Points
+        stamped after at_time weigh ``future_weight``. ``filters``: a row mask, allowed ids or a
+        MongoDB-style dict over :attr:`columns` (see :mod:`poincare_index.filters`). ``touch``:
+        increment the access_count of every returned point (atomically).
+
+        Exact: every eligible point is scored.
+        """
+        if ef is not None:
+            as_positive_int(ef, "ef")
+        return self._search_scored(
+            q, k, 1, decay, at_time, depth_bias, time_coef, filters, touch, future_weight
+        )
 
     def __repr__(self) -> str:
         return f"PoincareFlatIndex(dim={self.dim}, curvature={self.curvature}, ntotal={self.ntotal})"
@@ -266,12 +378,47 @@ class PoincareIndex(_IndexBase):
         self._ef_search = as_positive_int(value, "ef_search")
 
     def search(
-        self, q: ArrayLike, k: int, ef: int | None = None
+        self, q: ArrayLike, k: int, ef: int | None = None, *, filters: Any = None
     ) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
         """k approximate nearest per query row: ``(D, I)``, float32 Poincaré distances ascending
-        and int64 ids, padded with inf / -1. ``ef`` overrides :attr:`ef_search` for this call."""
+        and int64 ids, padded with inf / -1. ``ef`` overrides :attr:`ef_search` for this call;
+        ``filters`` restricts the results (see :meth:`search_scored`)."""
         ef_value = self._ef_search if ef is None else as_positive_int(ef, "ef")
-        return self._search(q, k, ef_value)
+        return self._search(q, k, ef_value, filters)
+
+    def search_scored(
+        self,
+        q: ArrayLike,
+        k: int,
+        *,
+        decay: DecayPolicy | None = None,
+        at_time: Any = None,
+        depth_bias: float = 0.0,
+        time_coef: float = 1.0,
+        filters: Any = None,
+        ef: int | None = None,
+        touch: bool = False,
+        future_weight: float = DEFAULT_FUTURE_WEIGHT,
+    ) -> ScoredResults:
+        """Top-k per query by the fused score
+        ``-distance + depth_bias * depth + time_coef * log(time_weight)``, best first.
+
+        ``decay``: a policy from :mod:`poincare_index.decay` (None: weight 1), evaluated in C++ on
+        the columns at ``at_time`` (one time for the call; default now; naive = UTC). Points
+        stamped after at_time weigh ``future_weight``. ``filters``: a row mask, allowed ids or a
+        MongoDB-style dict over :attr:`columns` (see :mod:`poincare_index.filters`). ``touch``:
+        increment the access_count of every returned point (atomically).
+
+        The graph is walked in distance order and ranked by score; it stops when no
+        unexpanded node can beat the k-th score (log w <= 0 and depth(x) <= depth(q) + d give the
+        bound -(1 - depth_bias) d + depth_bias depth(q)) or when ``ef`` (default
+        :attr:`ef_search`) is spent. With time_coef < 0 or depth_bias >= 1 no such bound exists
+        and the whole index is scanned exactly.
+        """
+        ef_value = self._ef_search if ef is None else as_positive_int(ef, "ef")
+        return self._search_scored(
+            q, k, ef_value, decay, at_time, depth_bias, time_coef, filters, touch, future_weight
+        )
 
     def check_integrity(self) -> dict[str, int]:
         """Structural check of the graph (links in range, no overflowing or duplicate links,

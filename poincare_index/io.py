@@ -6,6 +6,8 @@ Layout of a saved index directory::
                            files with their sizes, and a CRC-32 of the manifest itself
     vectors-<token>.bin    ids, deletion flags, float32 vectors (magic, version, CRC-32 trailer)
     graph-<token>.bin      HNSW levels and links (HNSW indexes only; same framing)
+    columns-<token>.arrow  the per-point columns (Arrow IPC file, memory-mapped on load); its
+                           size and CRC-32 are in the manifest
 
 Saving writes new data files under a fresh token, fsyncs them, then atomically replaces
 ``manifest.json`` (write beside, fsync, rename, fsync the directory) and only then deletes the
@@ -26,14 +28,15 @@ from typing import Any, Union
 
 from . import _core
 from ._core import IndexFormatError
+from .columns import ColumnStore, file_crc32
 from .index import PoincareFlatIndex, PoincareIndex, _IndexBase, _threads
 
 __all__ = ["write_index", "read_index", "IndexFormatError", "FORMAT_NAME", "FORMAT_VERSION"]
 
 FORMAT_NAME = "poincare_index"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the columns file
 MANIFEST = "manifest.json"
-_DATA_FILE = re.compile(r"^(vectors|graph)-[0-9a-f]{12}\.bin$")
+_DATA_FILE = re.compile(r"^((vectors|graph)-[0-9a-f]{12}\.bin|columns-[0-9a-f]{12}\.arrow)$")
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -69,8 +72,10 @@ def write_index(index: _IndexBase, path: PathLike) -> None:
     token = secrets.token_hex(6)
     vectors_name = f"vectors-{token}.bin"
     graph_name = f"graph-{token}.bin" if index.kind == "hnsw" else ""
+    columns_name = f"columns-{token}.arrow"
     with index._write_lock:  # a consistent snapshot: no add or remove runs during the save
         index._core.save(str(root / vectors_name), str(root / graph_name) if graph_name else "")
+        columns_size, columns_crc = index._columns.write(root / columns_name)
         body: dict[str, Any] = {
             "format": FORMAT_NAME,
             "format_version": FORMAT_VERSION,
@@ -79,7 +84,10 @@ def write_index(index: _IndexBase, path: PathLike) -> None:
             "curvature": index.curvature,
             "ntotal": index.ntotal,
             "slots": int(index._core.slots),
-            "files": {"vectors": {"name": vectors_name, "size": (root / vectors_name).stat().st_size}},
+            "files": {
+                "vectors": {"name": vectors_name, "size": (root / vectors_name).stat().st_size},
+                "columns": {"name": columns_name, "size": columns_size, "crc32": columns_crc},
+            },
         }
         if isinstance(index, PoincareIndex):
             body["params"] = {
@@ -97,7 +105,7 @@ def write_index(index: _IndexBase, path: PathLike) -> None:
         os.fsync(fh.fileno())
     os.replace(tmp, root / MANIFEST)
     _fsync_dir(root)
-    keep = {vectors_name, graph_name}
+    keep = {vectors_name, graph_name, columns_name}
     for entry in root.iterdir():
         if (_DATA_FILE.match(entry.name) or entry.name.startswith(f"{MANIFEST}.tmp-")) and (
             entry.name not in keep
@@ -136,7 +144,7 @@ def _data_file(root: Path, manifest: dict[str, Any], role: str) -> str:
         name, size = entry["name"], entry["size"]
     except (KeyError, TypeError):
         raise IndexFormatError(f"{root}/{MANIFEST} does not list a {role} file") from None
-    if not isinstance(name, str) or not _DATA_FILE.match(name) or not name.startswith(role):
+    if not isinstance(name, str) or not _DATA_FILE.match(name) or not name.startswith(role + "-"):
         raise IndexFormatError(f"{root}/{MANIFEST} names an invalid {role} file {name!r}")
     fpath = root / name
     if not fpath.is_file():
@@ -145,6 +153,17 @@ def _data_file(root: Path, manifest: dict[str, Any], role: str) -> str:
     if actual != size:
         raise IndexFormatError(f"{fpath} has {actual} bytes, the manifest says {size}: truncated or replaced")
     return str(fpath)
+
+
+def _read_columns(root: Path, manifest: dict[str, Any], slots: int) -> ColumnStore:
+    path = Path(_data_file(root, manifest, "columns"))
+    expected = manifest["files"]["columns"].get("crc32")
+    if file_crc32(path) != expected:
+        raise IndexFormatError(f"{path}: checksum mismatch, the columns file is corrupted")
+    try:
+        return ColumnStore.read(path, slots)
+    except ValueError as exc:
+        raise IndexFormatError(str(exc)) from None
 
 
 def read_index(path: PathLike, num_threads: int | None = None) -> _IndexBase:
@@ -177,6 +196,7 @@ def read_index(path: PathLike, num_threads: int | None = None) -> _IndexBase:
             raise IndexFormatError(f"{root}: graph parameters disagree with the manifest")
     else:
         raise IndexFormatError(f"{root}/{MANIFEST}: unknown index kind {kind!r}")
+    index._columns = _read_columns(root, manifest, int(core.slots))
     if (core.dim, core.curvature, core.ntotal, core.slots) != (
         manifest.get("dim"),
         manifest.get("curvature"),

@@ -103,7 +103,7 @@ def test_ctrl_c_during_long_add_is_honoured(tmp_path):
         except KeyboardInterrupt:
             n = index.ntotal
             assert 0 <= n < len(x) and n % 8192 == 0, n
-            # The repair runs once per add; an interrupted add still runs it on the way out.
+            # Every completed chunk was repaired: all of its points are reachable.
             assert index.check_integrity()["unreachable"] == 0
             D, I = index.search(x[:5], 1)
             assert list(I[:, 0]) == [0, 1, 2, 3, 4] or n < 5

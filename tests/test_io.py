@@ -65,7 +65,7 @@ def test_overwrite_is_atomic_and_cleans_up(built, tmp_path):
     index.add(queries[:3] * np.float32(0.9))
     pi.write_index(index, path)
     names = sorted(p.name for p in path.iterdir())
-    assert len(names) == (3 if isinstance(index, pi.PoincareIndex) else 2), names
+    assert len(names) == (4 if isinstance(index, pi.PoincareIndex) else 3), names  # + columns
     assert pi.read_index(path).ntotal == index.ntotal
     # a non-index directory is never overwritten
     (tmp_path / "mine").mkdir()
@@ -129,7 +129,7 @@ def test_manifest_problems(built, tmp_path):
     for text, pattern in [
         ("{not json", "not valid JSON"),
         ('{"format": "other"}', "not a poincare_index manifest"),
-        (good.replace('"format_version": 1', '"format_version": 99'), "version 99"),
+        (good.replace('"format_version": 2', '"format_version": 99'), "version 99"),
         (good.replace('"ntotal": ', '"ntotal": 1'), "checksum mismatch"),
     ]:
         mpath.write_text(text)

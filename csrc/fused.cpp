@@ -1,0 +1,233 @@
+#include "fused.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "metric.h"
+
+namespace poincare {
+
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// Min-heap on score (worst of the kept on top) over (score, slot).
+using ScoreEntry = std::pair<double, std::uint32_t>;
+struct WorseFirst {
+  bool operator()(const ScoreEntry& a, const ScoreEntry& b) const { return a.first > b.first; }
+};
+
+void keep_best(std::vector<ScoreEntry>& heap, std::size_t k, ScoreEntry e) {
+  if (heap.size() < k) {
+    heap.push_back(e);
+    std::push_heap(heap.begin(), heap.end(), WorseFirst());
+  } else if (e.first > heap.front().first) {
+    std::pop_heap(heap.begin(), heap.end(), WorseFirst());
+    heap.back() = e;
+    std::push_heap(heap.begin(), heap.end(), WorseFirst());
+  }
+}
+
+bool better(const ScoredHit& a, const ScoredHit& b) {
+  return a.score > b.score || (a.score == b.score && a.slot < b.slot);
+}
+
+}  // namespace
+
+FusedScorer::FusedScorer(const VectorStorage& storage, const FusedParams& params, const float* q)
+    : storage_(storage), params_(params), q_(q) {
+  const double sq = metric::sq_norm_exact(q, storage.dim());
+  a_q_ = metric::conformal_factor(sq, storage.curvature());
+  depth_q_ = metric::depth_from_sq_norm(sq, storage.curvature());
+}
+
+bool FusedScorer::eligible(std::uint32_t slot) const {
+  return slot < params_.eligible_slots && !storage_.is_deleted(slot) &&
+         (params_.allowed == nullptr || params_.allowed[slot] != 0);
+}
+
+double FusedScorer::depth_of(std::uint32_t slot) const {
+  return metric::depth_from_sq_norm(storage_.sq_norm(slot), storage_.curvature());
+}
+
+ScoredHit FusedScorer::exact(std::uint32_t slot) const {
+  ScoredHit h;
+  h.slot = slot;
+  const double delta =
+      metric::l2sq_exact(q_, storage_.vector(slot), storage_.dim()) * a_q_ * storage_.factor(slot);
+  h.distance = metric::distance_from_delta(delta, storage_.curvature());
+  h.depth = depth_of(slot);
+  h.log_weight = params_.decay.log_weight(params_.columns, slot);
+  h.score = -h.distance;
+  if (params_.depth_bias != 0.0) h.score += params_.depth_bias * h.depth;
+  if (params_.time_coef != 0.0) h.score += params_.time_coef * h.log_weight;
+  return h;
+}
+
+double FusedScorer::distance_of_rank(float rank) const {
+  return metric::distance_from_delta(static_cast<double>(rank) * a_q_, storage_.curvature());
+}
+
+double FusedScorer::approx_score(std::uint32_t slot, float rank, double* distance) const {
+  const double d = distance_of_rank(rank);
+  if (distance != nullptr) *distance = d;
+  double s = -d;
+  if (params_.depth_bias != 0.0) s += params_.depth_bias * depth_of(slot);
+  if (params_.time_coef != 0.0)
+    s += params_.time_coef * params_.decay.log_weight(params_.columns, slot);
+  return s;
+}
+
+float FusedScorer::rank_limit(double score) const {
+  constexpr float kInfF = std::numeric_limits<float>::infinity();
+  if (!params_.has_bound() || !(score > kNegInf)) return kInfF;
+  const double beta = params_.depth_bias;
+  // bound_at(d) <= score  <=>  d >= d_min.
+  const double d_min = beta > 0.0 ? (beta * depth_q_ - score) / (1.0 - beta) : -score;
+  if (d_min <= 0.0) return 0.0f;
+  const double c = storage_.curvature();
+  const double s = std::sinh(0.5 * std::sqrt(c) * d_min);
+  const double rank = s * s / c / a_q_;  // delta = sinh^2(sqrt(c) d / 2) / c = rank a(q)
+  // Margin for the float32 rank's rounding (relative error well below 1e-5).
+  return static_cast<float>(rank * (1.0 + 1e-5)) + std::numeric_limits<float>::denorm_min();
+}
+
+double FusedScorer::bound_at(double distance) const {
+  const double beta = params_.depth_bias;
+  return beta > 0.0 ? -(1.0 - beta) * distance + beta * depth_q_ : -distance;
+}
+
+namespace {
+
+// The k best approximate scores (for the stopping rule) and every eligible candidate scored,
+// re-scored exactly at the end when near the k-th approximate score.
+class Collector {
+ public:
+  Collector(const FusedScorer& scorer, std::size_t k) : scorer_(scorer), k_(k) {
+    top_.clear();
+    seen_.clear();
+  }
+  // Offers an eligible slot with its float32 rank; returns false when the rank alone rules it
+  // out (the caller may then also stop expanding from it).
+  void offer(std::uint32_t slot, float rank) {
+    if (rank >= limit_) return;
+    const double s = scorer_.approx_score(slot, rank, nullptr);
+    seen_.push_back({s, slot});
+    keep_best(top_, k_, {s, slot});
+    if (top_.size() >= k_) limit_ = scorer_.rank_limit(top_.front().first);
+  }
+  float limit() const { return limit_; }
+  void finish(std::vector<ScoredHit>& out) const {
+    const double kth = top_.size() >= k_ ? top_.front().first : kNegInf;
+    const double slack = 1e-4 * (1.0 + std::fabs(kth));
+    out.clear();
+    for (const ScoreEntry& e : seen_)
+      if (e.first >= kth - slack) out.push_back(scorer_.exact(e.second));
+    std::sort(out.begin(), out.end(), better);
+    if (out.size() > k_) out.resize(k_);
+  }
+
+ private:
+  const FusedScorer& scorer_;
+  std::size_t k_;
+  float limit_ = std::numeric_limits<float>::infinity();
+  static thread_local std::vector<ScoreEntry> top_;
+  static thread_local std::vector<ScoreEntry> seen_;
+};
+thread_local std::vector<ScoreEntry> Collector::top_;
+thread_local std::vector<ScoreEntry> Collector::seen_;
+
+}  // namespace
+
+void fused_scan(const FusedScorer& scorer, const VectorStorage& storage, const float* q,
+                std::size_t n_slots, const std::uint32_t* slots, std::size_t k,
+                std::vector<ScoredHit>& out) {
+  const auto l2sq = metric::kernels().l2sq;
+  const std::size_t dim = storage.dim();
+  Collector collector(scorer, k);
+  for (std::size_t i = 0; i < n_slots; ++i) {
+    const std::uint32_t s = slots != nullptr ? slots[i] : static_cast<std::uint32_t>(i);
+    if (!scorer.eligible(s)) continue;
+    collector.offer(s, l2sq(q, storage.vector(s), dim) * storage.rank_factor(s));
+  }
+  collector.finish(out);
+}
+
+void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
+                        const FusedScorer& scorer, const float* q, std::size_t k, std::size_t ef,
+                        SearchScratch& scratch, std::vector<ScoredHit>& out) {
+  out.clear();
+  if (graph.entry_point() == HnswGraph::kNone) return;
+  const auto l2sq = metric::kernels().l2sq;
+  const std::size_t dim = storage.dim();
+  auto rank = [&](std::uint32_t s) {
+    return l2sq(q, storage.vector(s), dim) * storage.rank_factor(s);
+  };
+  // Upper levels: greedy descent by distance, as in the plain search.
+  std::uint32_t cur = graph.entry_point();
+  float cur_r = rank(cur);
+  for (int lv = graph.max_level(); lv > 0; --lv) {
+    for (bool changed = true; changed;) {
+      changed = false;
+      const std::uint32_t* l = graph.links(cur, lv);
+      for (std::uint32_t i = 1; i <= l[0]; ++i) {
+        const float r = rank(l[i]);
+        if (r < cur_r) {
+          cur_r = r;
+          cur = l[i];
+          changed = true;
+        }
+      }
+    }
+  }
+
+  // Level 0. frontier: nearest unexpanded first; beam: the ef nearest eligible nodes seen (the
+  // HNSW budget). As in the plain search, every node within the beam's reach is walked and only
+  // eligible ones fill the beam, so the search goes on while it holds fewer than ef returnable
+  // nodes. A node at or past the collector's rank limit cannot beat the k-th score, nor can any
+  // node expanded after it (the frontier is in distance order): the search stops there.
+  scratch.begin(storage.slots());
+  auto& frontier = scratch.frontier;
+  auto& beam = scratch.results;
+  Collector collector(scorer, k);
+  auto visit = [&](std::uint32_t n, float r) {
+    scratch.mark(n);
+    const bool eligible = scorer.eligible(n);
+    if (eligible) collector.offer(n, r);
+    if (r >= collector.limit() || !(beam.size() < ef || r < beam.front().first)) return;
+    frontier.push_back({-r, n});
+    std::push_heap(frontier.begin(), frontier.end());
+    if (!eligible) return;
+    beam.push_back({r, n});
+    std::push_heap(beam.begin(), beam.end());
+    if (beam.size() > ef) {
+      std::pop_heap(beam.begin(), beam.end());
+      beam.pop_back();
+    }
+  };
+  visit(cur, cur_r);
+  while (!frontier.empty()) {
+    const Candidate c = frontier.front();
+    const float r = -c.first;
+    if (r >= collector.limit()) break;
+    if (beam.size() >= ef && r > beam.front().first) break;
+    std::pop_heap(frontier.begin(), frontier.end());
+    frontier.pop_back();
+    const std::uint32_t* l = graph.links(c.second, 0);
+    for (std::uint32_t i = 1; i <= l[0]; ++i) {
+      const std::uint32_t n = l[i];
+      if (!scratch.seen(n)) visit(n, rank(n));
+    }
+  }
+  collector.finish(out);
+}
+
+void touch_hits(const TimeColumns& columns, const std::vector<ScoredHit>& hits) {
+  if (columns.access_count == nullptr) return;
+  for (const ScoredHit& h : hits)
+    if (h.slot < columns.rows)
+      __atomic_fetch_add(columns.access_count + h.slot, 1u, __ATOMIC_RELAXED);
+}
+
+}  // namespace poincare

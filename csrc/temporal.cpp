@@ -1,0 +1,96 @@
+#include "temporal.h"
+
+#include <cmath>
+#include <string>
+
+#include "errors.h"
+
+namespace poincare {
+
+namespace {
+
+constexpr double kMicrosPerHour = 3.6e9;
+
+bool positive_finite(double v) { return std::isfinite(v) && v > 0.0; }
+
+}  // namespace
+
+DecayProgram::DecayProgram(std::vector<DecayTerm> terms, std::int64_t at_us, double future_weight)
+    : terms_(std::move(terms)), at_us_(at_us) {
+  if (!(future_weight > 0.0 && future_weight <= 1.0))
+    throw InvalidArgument("future_weight must be in (0, 1], got " + std::to_string(future_weight));
+  log_future_weight_ = std::log(future_weight);
+  for (const DecayTerm& term : terms_) {
+    switch (term.kind) {
+      case DecayKind::kHalfLife:
+        if (!positive_finite(term.p0)) throw InvalidArgument("half-life hours must be > 0");
+        break;
+      case DecayKind::kEbbinghaus:
+        if (!positive_finite(term.p0)) throw InvalidArgument("stability_hours must be > 0");
+        if (!(std::isfinite(term.p1) && term.p1 >= 0.0))
+          throw InvalidArgument("boost_per_access must be >= 0");
+        break;
+      case DecayKind::kValidity:
+        if (!(term.p0 > 0.0 && term.p0 <= 1.0))
+          throw InvalidArgument("outside_weight must be in (0, 1]");
+        break;
+      case DecayKind::kExponential:
+        if (!(std::isfinite(term.p0) && term.p0 >= 0.0)) throw InvalidArgument("rate must be >= 0");
+        break;
+      default:
+        throw InvalidArgument("unknown decay term kind " +
+                              std::to_string(static_cast<int>(term.kind)));
+    }
+  }
+}
+
+double DecayProgram::log_weight_aged(double dt_hours, std::int64_t valid_from,
+                                     std::int64_t valid_until, std::uint32_t access_count,
+                                     bool bound) const {
+  double total = 0.0;
+  for (const DecayTerm& term : terms_) {
+    switch (term.kind) {
+      case DecayKind::kHalfLife:
+        total -= 0.6931471805599453 * dt_hours / term.p0;
+        break;
+      case DecayKind::kEbbinghaus:
+        total -= dt_hours / (term.p0 * (1.0 + term.p1 * static_cast<double>(access_count)));
+        break;
+      case DecayKind::kValidity:
+        if (!bound && !(valid_from <= at_us_ && at_us_ < valid_until)) total += std::log(term.p0);
+        break;
+      case DecayKind::kExponential:
+        total -= term.p0 * dt_hours;
+        break;
+    }
+  }
+  return total;
+}
+
+double DecayProgram::log_weight_of(std::int64_t t, std::int64_t valid_from,
+                                   std::int64_t valid_until, std::uint32_t access_count) const {
+  if (terms_.empty()) return 0.0;
+  if (t > at_us_) return log_future_weight_;
+  // The difference of two int64 times fits a double exactly up to 2^53 us (285 years).
+  const double dt_hours = static_cast<double>(at_us_ - t) / kMicrosPerHour;
+  return log_weight_aged(dt_hours, valid_from, valid_until, access_count, false);
+}
+
+double DecayProgram::log_weight(const TimeColumns& c, std::size_t row) const {
+  if (terms_.empty()) return 0.0;
+  return log_weight_of(c.t[row], c.valid_from[row], c.valid_until[row], c.access_count[row]);
+}
+
+double DecayProgram::log_weight_bound(std::int64_t t_min, std::int64_t t_max,
+                                      std::uint32_t max_access) const {
+  if (terms_.empty()) return 0.0;
+  if (t_min > at_us_) return log_future_weight_;
+  // Every term decreases with age and increases with accesses: the newest time not after the
+  // query time with the most accesses bounds the range (future rows weigh future_weight <= 1).
+  const std::int64_t newest = t_max > at_us_ ? at_us_ : t_max;
+  const double dt_hours = static_cast<double>(at_us_ - newest) / kMicrosPerHour;
+  const double aged = log_weight_aged(dt_hours, kOpenStart, kOpenEnd, max_access, true);
+  return t_max > at_us_ ? std::max(aged, log_future_weight_) : aged;
+}
+
+}  // namespace poincare

@@ -1,0 +1,66 @@
+// Decay policies evaluated on the time columns at one query time: log w(x, t_q) in float64.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace poincare {
+
+// Term kinds; the numbers are shared with poincare_index/decay.py.
+enum class DecayKind : int { kHalfLife = 1, kEbbinghaus = 2, kValidity = 3, kExponential = 4 };
+
+// One factor of a product of policies (see decay.py for the formulas):
+//   kHalfLife    p0 = half-life in hours           log w = -ln2 dt / p0
+//   kEbbinghaus  p0 = stability hours, p1 = boost  log w = -dt / (p0 (1 + p1 access_count))
+//   kValidity    p0 = outside weight               log w = 0 inside [from, until), else ln p0
+//   kExponential p0 = rate per hour                log w = -p0 dt
+struct DecayTerm {
+  DecayKind kind;
+  double p0;
+  double p1;
+};
+
+// Open ends of a validity window as stored in the column buffers (null in Arrow).
+constexpr std::int64_t kOpenStart = std::numeric_limits<std::int64_t>::min();
+constexpr std::int64_t kOpenEnd = std::numeric_limits<std::int64_t>::max();
+
+// Borrowed views of the per-row time columns: int64 microseconds since the epoch (UTC), the
+// data buffers of the Arrow columns; access_count is written by touch (atomically).
+struct TimeColumns {
+  const std::int64_t* t = nullptr;
+  const std::int64_t* valid_from = nullptr;
+  const std::int64_t* valid_until = nullptr;
+  std::uint32_t* access_count = nullptr;
+  std::size_t rows = 0;
+};
+
+// A policy (a product of terms) bound to one query time.
+class DecayProgram {
+ public:
+  DecayProgram() = default;
+  // Throws InvalidArgument for an unknown kind or a parameter outside its range.
+  DecayProgram(std::vector<DecayTerm> terms, std::int64_t at_us, double future_weight);
+
+  bool empty() const { return terms_.empty(); }
+  std::int64_t at_us() const { return at_us_; }
+  // log w of `row`; rows stamped after the query time get log(future_weight). 0 when empty.
+  double log_weight(const TimeColumns& columns, std::size_t row) const;
+  // The same from explicit values (for a test against the numpy reference).
+  double log_weight_of(std::int64_t t, std::int64_t valid_from, std::int64_t valid_until,
+                       std::uint32_t access_count) const;
+  // An upper bound of log w over rows with t in [t_min, t_max] and access_count <= max_access
+  // (validity windows bounded by 1).
+  double log_weight_bound(std::int64_t t_min, std::int64_t t_max, std::uint32_t max_access) const;
+
+ private:
+  double log_weight_aged(double dt_hours, std::int64_t valid_from, std::int64_t valid_until,
+                         std::uint32_t access_count, bool bound) const;
+
+  std::vector<DecayTerm> terms_;
+  std::int64_t at_us_ = 0;
+  double log_future_weight_ = 0.0;
+};
+
+}  // namespace poincare

@@ -1,0 +1,154 @@
+"""Times in, times out: everything inside is int64 microseconds since the Unix epoch, UTC.
+
+Accepted on input: ``datetime`` (aware ones are converted to UTC, naive ones are read as UTC),
+``numpy.datetime64`` scalars and arrays (read as UTC), pyarrow timestamp arrays (any unit; with a
+time zone they are instants, without one they are read as UTC), ``pandas.Timestamp`` (a
+``datetime``), and lists of these. ``None``/NaT/null is a missing value, which only the
+validity-window columns allow (an open end).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+# Open ends of a validity window, as stored (and as null in the Arrow columns).
+OPEN_START = np.iinfo(np.int64).min
+OPEN_END = np.iinfo(np.int64).max
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_US_PER_HOUR = 3_600_000_000
+
+
+def now_micros() -> int:
+    """The current time (UTC) in microseconds; the one place a default 'now' is read."""
+    return datetime_to_micros(datetime.now(timezone.utc))
+
+
+def datetime_to_micros(value: datetime) -> int:
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def micros_to_datetime(us: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=int(us))
+
+
+def timedelta_hours(value: timedelta) -> float:
+    return value / timedelta(hours=1)
+
+
+def _scalar_micros(value: Any, name: str) -> int | None:
+    """One time value -> microseconds, or None for a missing value."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return datetime_to_micros(value)
+    if isinstance(value, np.datetime64):
+        if np.isnat(value):
+            return None
+        return int(value.astype("datetime64[us]").astype(np.int64))
+    try:
+        import pyarrow as pa
+
+        if isinstance(value, pa.TimestampScalar):
+            return None if not value.is_valid else _scalar_micros(value.as_py(), name)
+    except ImportError:  # pragma: no cover - pyarrow is a dependency
+        pass
+    raise TypeError(
+        f"{name} must hold datetimes (datetime, numpy.datetime64 or pyarrow timestamps), "
+        f"got {type(value).__name__}"
+    )
+
+
+def as_time_scalar(value: Any, name: str) -> int:
+    """A single time (e.g. ``at_time``) -> microseconds; None means now."""
+    if value is None:
+        return now_micros()
+    us = _scalar_micros(value, name)
+    if us is None:
+        raise ValueError(f"{name} is NaT")
+    return us
+
+
+def as_time_column(
+    values: Any, n: int, name: str, *, nullable: bool, default: int | None = None
+) -> NDArray[np.int64]:
+    """n times -> int64 microseconds (missing: ``default``; with no default, ValueError unless
+    ``nullable``, where missing becomes OPEN_START for 'valid_from' and OPEN_END otherwise).
+
+    A scalar is broadcast to all n rows. Raises TypeError for non-time values and ValueError for
+    a wrong length or a missing value where none is allowed, naming the row.
+    """
+    missing = OPEN_START if name == "valid_from" else OPEN_END
+    if values is None:
+        if default is not None:
+            return np.full(n, default, dtype=np.int64)
+        if nullable:
+            return np.full(n, missing, dtype=np.int64)
+        raise ValueError(f"{name} is required")
+    raw, null = _column_micros(values, name)
+    if raw.ndim == 0:
+        raw, null = np.full(n, raw, dtype=np.int64), np.full(n, bool(null))
+    if raw.shape[0] != n:
+        raise ValueError(f"{name} has {raw.shape[0]} entries, expected {n} (one per row of x)")
+    if null.any():
+        if not nullable:
+            row = int(np.flatnonzero(null)[0])
+            raise ValueError(f"{name} row {row} is missing (NaT/None); every point needs a time")
+        raw = np.where(null, missing, raw)
+    return np.ascontiguousarray(raw, dtype=np.int64)
+
+
+def _column_micros(values: Any, name: str) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+    """(microseconds, is-missing) for a column-like or scalar input."""
+    import pyarrow as pa
+
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if isinstance(values, pa.Array):
+        if not pa.types.is_timestamp(values.type):
+            raise TypeError(f"{name} must be a timestamp array, got Arrow type {values.type}")
+        us = values.cast(pa.timestamp("us", tz=values.type.tz), safe=False)
+        null = np.asarray(us.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        raw = us.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+        return np.asarray(raw, dtype=np.int64), null
+    if isinstance(values, np.ndarray):
+        if values.dtype.kind == "M":
+            if values.ndim > 1:
+                raise ValueError(f"{name} must be 1-dimensional, got shape {values.shape}")
+            null = np.isnat(values)
+            raw = values.astype("datetime64[us]").astype(np.int64)
+            return np.where(null, 0, raw), null
+        if values.dtype == object and values.ndim == 1:
+            values = list(values)
+        elif values.ndim == 0 and values.dtype == object:
+            values = values.item()
+        else:
+            raise TypeError(f"{name} must hold datetimes, got a numpy array of dtype {values.dtype}")
+    if isinstance(values, (list, tuple)):
+        out = np.zeros(len(values), dtype=np.int64)
+        null = np.zeros(len(values), dtype=bool)
+        for i, v in enumerate(values):
+            try:
+                us = _scalar_micros(v, name)
+            except TypeError:
+                raise TypeError(f"{name} row {i} is a {type(v).__name__}, not a datetime") from None
+            if us is None:
+                null[i] = True
+            else:
+                out[i] = us
+        return out, null
+    us = _scalar_micros(values, name)
+    return np.asarray(0 if us is None else us, dtype=np.int64), np.asarray(us is None)
+
+
+def hours_between(later_us: NDArray[np.int64] | int, earlier_us: NDArray[np.int64] | int) -> Any:
+    """(later - earlier) in hours, float64."""
+    return (np.asarray(later_us, dtype=np.int64) - np.asarray(earlier_us, dtype=np.int64)) / float(
+        _US_PER_HOUR
+    )

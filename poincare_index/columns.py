@@ -1,0 +1,299 @@
+"""Per-point columns beside the graph, one row per slot (insertion order, removed rows included).
+
+``id`` int64, ``t``/``valid_from``/``valid_until`` timestamp[us, UTC] (the window ends nullable:
+an open end), ``access_count`` uint32, then the user's metadata columns. The time columns live in
+numpy arrays the index owns; :meth:`ColumnStore.table` wraps their memory as Arrow data buffers
+without a copy, and the C++ core reads the same buffers during a search (open window ends are
+stored as the int64 extremes under Arrow's nulls). ``access_count`` is the one mutable column:
+``touch=True`` increments it in place, atomically, under concurrent searches.
+"""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+from numpy.typing import NDArray
+
+from . import _time
+
+__all__ = ["ColumnStore", "RESERVED_COLUMNS", "TIME_TYPE"]
+
+TIME_TYPE = pa.timestamp("us", tz="UTC")
+RESERVED_COLUMNS = ("id", "t", "valid_from", "valid_until", "access_count")
+
+
+class _ReadWriteLock:
+    """Many readers (searches) or one writer (growing the arrays)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writer = False
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        with self._cond:
+            while self._writer:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if self._readers == 0:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        with self._cond:
+            while self._writer or self._readers:
+                self._cond.wait()
+            self._writer = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writer = False
+                self._cond.notify_all()
+
+
+def metadata_table(metadata: Any, n: int) -> pa.Table | None:
+    """A dict of columns or a pyarrow Table with n rows -> pa.Table (None for None)."""
+    if metadata is None:
+        return None
+    if isinstance(metadata, pa.Table):
+        table = metadata
+    elif isinstance(metadata, Mapping):
+        cols = {}
+        for name, values in metadata.items():
+            if not isinstance(name, str) or not name:
+                raise TypeError(f"metadata column names must be non-empty strings, got {name!r}")
+            try:
+                cols[name] = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values)
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+                raise TypeError(f"metadata column {name!r} cannot be stored: {exc}") from None
+        table = pa.table(cols) if cols else None
+        if table is None:
+            return None
+    else:
+        raise TypeError(
+            f"metadata must be a dict of columns or a pyarrow.Table, got {type(metadata).__name__}"
+        )
+    for name in table.column_names:
+        if name in RESERVED_COLUMNS:
+            raise ValueError(f"metadata column {name!r} clashes with a built-in column")
+    if len(set(table.column_names)) != len(table.column_names):
+        raise ValueError("metadata has duplicate column names")
+    if table.num_rows != n:
+        raise ValueError(f"metadata has {table.num_rows} rows, expected {n} (one per row of x)")
+    return table
+
+
+class ColumnStore:
+    """The columns of one index; rows are appended in the order the core assigns slots."""
+
+    def __init__(self) -> None:
+        self._n = 0
+        self._ids = np.zeros(0, dtype=np.int64)
+        self._t = np.zeros(0, dtype=np.int64)
+        self._valid_from = np.zeros(0, dtype=np.int64)
+        self._valid_until = np.zeros(0, dtype=np.int64)
+        self._access = np.zeros(0, dtype=np.uint32)
+        self._meta: pa.Table | None = None  # exactly self._n rows when not None
+        self._lock = _ReadWriteLock()
+
+    def __len__(self) -> int:
+        return self._n
+
+    # ---- appending ----------------------------------------------------------------------
+    def _grow(self, need: int) -> None:
+        cap = self._t.shape[0]
+        if need <= cap:
+            return
+        new_cap = max(need, 2 * cap, 1024)
+
+        def grown(a: NDArray[Any]) -> NDArray[Any]:
+            out = np.zeros(new_cap, dtype=a.dtype)
+            out[: self._n] = a[: self._n]
+            return out
+
+        with self._lock.writing():  # no search holds the old access counts while they move
+            self._ids, self._t = grown(self._ids), grown(self._t)
+            self._valid_from, self._valid_until = grown(self._valid_from), grown(self._valid_until)
+            self._access = grown(self._access)
+
+    def append(
+        self,
+        ids: NDArray[np.int64],
+        t: NDArray[np.int64],
+        valid_from: NDArray[np.int64],
+        valid_until: NDArray[np.int64],
+        metadata: pa.Table | None,
+    ) -> None:
+        """Appends validated rows (see check_window); metadata has len(ids) rows or is None."""
+        m = ids.shape[0]
+        meta = self._merged_metadata(metadata, m)
+        self._grow(self._n + m)
+        end = self._n + m
+        self._ids[self._n : end] = ids
+        self._t[self._n : end] = t
+        self._valid_from[self._n : end] = valid_from
+        self._valid_until[self._n : end] = valid_until
+        self._access[self._n : end] = 0
+        self._meta = meta
+        self._n = end
+
+    def truncate(self, n: int) -> None:
+        """Drops rows from n on (undoes an append the core then refused)."""
+        if n < self._n:
+            self._n = n
+            if self._meta is not None:
+                self._meta = self._meta.slice(0, n)
+
+    def _merged_metadata(self, metadata: pa.Table | None, m: int) -> pa.Table | None:
+        if metadata is None and self._meta is None:
+            return None
+        old = (
+            self._meta if self._meta is not None else pa.table({"__rows": pa.nulls(self._n)}).drop(["__rows"])
+        )
+        new = metadata if metadata is not None else pa.table({"__rows": pa.nulls(m)}).drop(["__rows"])
+        if old.num_columns == 0 and self._n:
+            old = pa.table(
+                {name: pa.nulls(self._n, type=new.schema.field(name).type) for name in new.column_names}
+            )
+        if new.num_columns == 0 and m:
+            new = pa.table({name: pa.nulls(m, type=old.schema.field(name).type) for name in old.column_names})
+        try:
+            return pa.concat_tables([old, new], promote_options="default")
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise ValueError(f"metadata does not match the existing columns: {exc}") from None
+
+    # ---- reading ------------------------------------------------------------------------
+    @contextmanager
+    def buffers(self) -> Iterator[tuple[NDArray[np.int64], ...]]:
+        """(t, valid_from, valid_until, access_count) views of the live rows, held for a search."""
+        with self._lock.reading():
+            n = self._n
+            yield self._t[:n], self._valid_from[:n], self._valid_until[:n], self._access[:n]
+
+    def slot_of_rows(self) -> NDArray[np.int64]:
+        return self._ids[: self._n]
+
+    def table(self) -> pa.Table:
+        """The columns as a pyarrow Table (time columns share memory with the index; access
+        counts are a snapshot)."""
+        n = self._n
+        cols: dict[str, pa.Array] = {
+            "id": pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self._ids[:n])]),
+            "t": pa.Array.from_buffers(TIME_TYPE, n, [None, pa.py_buffer(self._t[:n])]),
+            "valid_from": _nullable_time(self._valid_from[:n], _time.OPEN_START),
+            "valid_until": _nullable_time(self._valid_until[:n], _time.OPEN_END),
+            "access_count": pa.array(self._access[:n].copy(), type=pa.uint32()),
+        }
+        table = pa.table(cols)
+        if self._meta is not None:
+            for name in self._meta.column_names:
+                table = table.append_column(name, self._meta.column(name))
+        return table
+
+    @property
+    def metadata(self) -> pa.Table | None:
+        return self._meta
+
+    # ---- persistence --------------------------------------------------------------------
+    def write(self, path: Path) -> tuple[int, int]:
+        """Writes the table as an Arrow IPC file and fsyncs it; returns (size, crc32)."""
+        table = self.table()
+        with pa.OSFile(str(path), "wb") as sink:
+            with ipc.new_file(sink, table.schema) as writer:
+                writer.write_table(table)
+        with open(path, "rb+") as fh:
+            fh.flush()
+            import os
+
+            os.fsync(fh.fileno())
+        return path.stat().st_size, file_crc32(path)
+
+    @classmethod
+    def read(cls, path: Path, expected_rows: int) -> ColumnStore:
+        """Loads a file written by :meth:`write` (memory-mapped; the checksum is checked by the
+        caller first). Raises ValueError when the schema or row count is not ours."""
+        try:
+            source = pa.memory_map(str(path), "r")
+            table = ipc.open_file(source).read_all()
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise ValueError(f"{path} is not a readable Arrow IPC file: {exc}") from None
+        expected = {
+            "id": pa.int64(),
+            "t": TIME_TYPE,
+            "valid_from": TIME_TYPE,
+            "valid_until": TIME_TYPE,
+            "access_count": pa.uint32(),
+        }
+        for i, (name, typ) in enumerate(expected.items()):
+            if i >= table.num_columns or table.column_names[i] != name or table.schema.field(i).type != typ:
+                raise ValueError(f"{path}: column {i} is not {name} ({typ})")
+        if table.num_rows != expected_rows:
+            raise ValueError(f"{path} has {table.num_rows} rows, the index has {expected_rows} slots")
+        store = cls()
+        n = table.num_rows
+
+        def ints(name: str, missing: int) -> NDArray[np.int64]:
+            col = table.column(name).combine_chunks().cast(pa.int64())
+            values = np.asarray(col.fill_null(missing).to_numpy(zero_copy_only=False), dtype=np.int64)
+            return values
+
+        store._grow(n)
+        store._ids[:n] = ints("id", 0)
+        store._t[:n] = ints("t", 0)
+        store._valid_from[:n] = ints("valid_from", _time.OPEN_START)
+        store._valid_until[:n] = ints("valid_until", _time.OPEN_END)
+        store._access[:n] = np.asarray(
+            table.column("access_count").combine_chunks().fill_null(0).to_numpy(zero_copy_only=False),
+            dtype=np.uint32,
+        )
+        if table.column("t").null_count:
+            raise ValueError(f"{path}: column t has missing values")
+        meta_names = table.column_names[len(expected) :]
+        store._meta = table.select(meta_names) if meta_names else None
+        store._n = n
+        return store
+
+
+def _nullable_time(values: NDArray[np.int64], open_value: int) -> pa.Array:
+    n = values.shape[0]
+    is_open = values == open_value
+    if not is_open.any():
+        return pa.Array.from_buffers(TIME_TYPE, n, [None, pa.py_buffer(values)])
+    validity = np.packbits(~is_open, bitorder="little")
+    return pa.Array.from_buffers(
+        TIME_TYPE, n, [pa.py_buffer(validity), pa.py_buffer(values)], null_count=int(is_open.sum())
+    )
+
+
+def file_crc32(path: Path) -> int:
+    crc = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            crc = zlib.crc32(chunk, crc)
+    return crc
+
+
+def check_window(valid_from: NDArray[np.int64], valid_until: NDArray[np.int64]) -> None:
+    """ValueError naming the first row whose window ends before it starts (or is empty)."""
+    bad = valid_until <= valid_from
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"row {row}: valid_until ({_time.micros_to_datetime(int(valid_until[row]))}) is not after "
+            f"valid_from ({_time.micros_to_datetime(int(valid_from[row]))})"
+        )

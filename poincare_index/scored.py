@@ -1,0 +1,101 @@
+"""Fused-score search: the result type and the call into the core shared by both indexes."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from . import _time
+from ._validation import as_matrix, as_positive_int
+from .decay import DEFAULT_FUTURE_WEIGHT, DecayPolicy, check_future_weight, policy_terms
+from .filters import compile_filter
+
+if TYPE_CHECKING:
+    from .index import _IndexBase
+
+__all__ = ["ScoredResults"]
+
+
+@dataclass(frozen=True)
+class ScoredResults:
+    """Top-k per query, best first, each array (nq, k).
+
+    ``score = -distance + depth_bias * depth + time_coef * log(time_weight)``. Padding (fewer than
+    k eligible points): id -1, score -inf, distance and depth +inf, time_weight 0.
+    """
+
+    ids: NDArray[np.int64]
+    scores: NDArray[np.float64]
+    distances: NDArray[np.float64]
+    depths: NDArray[np.float64]
+    time_weights: NDArray[np.float64]
+    log_weights: NDArray[np.float64]
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+
+def _finite(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return v
+
+
+def allowed_rows(
+    index: _IndexBase, filters: Any
+) -> tuple[NDArray[np.uint8] | None, NDArray[np.uint32] | None]:
+    """(mask for the traversal, or slots for an exact scan) of a filter; (None, None) for none.
+
+    Below ``index.filter_scan_fraction`` of the rows allowed, the allowed slots are scanned
+    exactly: a graph walk would visit many disallowed nodes per returnable one.
+    """
+    if filters is None:
+        return None, None
+    mask = compile_filter(filters, index._columns.table())
+    allowed = int(mask.sum())
+    if allowed <= index.filter_scan_fraction * mask.shape[0] or index.kind == "flat":
+        return None, np.flatnonzero(mask).astype(np.uint32)
+    return mask.view(np.uint8), None
+
+
+def run_scored(
+    index: _IndexBase,
+    q: ArrayLike,
+    k: int,
+    ef: int,
+    *,
+    decay: DecayPolicy | None,
+    at_time: Any,
+    depth_bias: float,
+    time_coef: float,
+    filters: Any,
+    touch: bool,
+    future_weight: float = DEFAULT_FUTURE_WEIGHT,
+) -> ScoredResults:
+    arr = as_matrix(q, index.dim, "query")
+    k = as_positive_int(k, "k")
+    ef = as_positive_int(ef, "ef")
+    terms = policy_terms(decay)
+    at_us = _time.as_time_scalar(at_time, "at_time")
+    depth_bias = _finite(depth_bias, "depth_bias")
+    time_coef = _finite(time_coef, "time_coef")
+    fw = check_future_weight(future_weight)
+    if not isinstance(touch, (bool, np.bool_)):
+        raise TypeError(f"touch must be True or False, got {type(touch).__name__}")
+    mask, slots = allowed_rows(index, filters)
+    with index._columns.buffers() as (t, valid_from, valid_until, access):
+        ids, scores, dist, depths, logw = index._core.search_scored(
+            arr, k, ef, depth_bias, time_coef, terms, at_us, fw,
+            t, valid_from, valid_until, access, mask, slots, bool(touch),
+        )  # fmt: skip
+    with np.errstate(under="ignore"):
+        weights = np.exp(logw)
+    return ScoredResults(ids, scores, dist, depths, weights, logw)

@@ -1,0 +1,137 @@
+"""Columns: times in every accepted form, validity windows, metadata, and their persistence."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import poincare_index as pi
+
+NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
+
+
+def points(n, dim=4, seed=0):
+    return (np.random.default_rng(seed).normal(size=(n, dim)) * 0.1).astype(np.float32)
+
+
+@pytest.fixture(params=["flat", "hnsw"])
+def index(request):
+    return pi.PoincareFlatIndex(4) if request.param == "flat" else pi.PoincareIndex(4, num_threads=1)
+
+
+def test_times_in_every_form_land_as_utc(index):
+    x = points(4)
+    t = [
+        NOW,
+        NOW.replace(tzinfo=None) - timedelta(hours=1),  # naive: read as UTC
+        datetime(2026, 6, 1, 2, tzinfo=timezone(timedelta(hours=2))),  # = 00:00 UTC
+        np.datetime64("2026-05-01T00:00"),
+    ]
+    index.add_with_ids(x, [1, 2, 3, 4], t=t)
+    index.add_with_ids(
+        points(2, seed=1),
+        [5, 6],
+        t=pa.array([NOW, NOW], type=pa.timestamp("ms", tz="Asia/Tokyo")),
+        valid_until=np.array(["2027-01-01", "NaT"], dtype="datetime64[s]"),
+    )
+    cols = index.columns
+    assert cols.column_names[:5] == ["id", "t", "valid_from", "valid_until", "access_count"]
+    assert cols.schema.field("t").type == pa.timestamp("us", tz="UTC")
+    got = cols.column("t").to_pylist()
+    assert got[:4] == [NOW, NOW - timedelta(hours=1), NOW, datetime(2026, 5, 1, tzinfo=timezone.utc)]
+    assert got[4:] == [NOW, NOW]
+    assert cols.column("valid_from").null_count == 6
+    assert cols.column("valid_until").to_pylist()[4:] == [datetime(2027, 1, 1, tzinfo=timezone.utc), None]
+    assert cols.column("access_count").to_pylist() == [0] * 6
+    assert cols.column("id").to_pylist() == [1, 2, 3, 4, 5, 6]
+
+
+def test_t_defaults_to_now_and_scalar_broadcasts(index):
+    before = datetime.now(timezone.utc)
+    index.add(points(3))
+    after = datetime.now(timezone.utc)
+    ts = index.columns.column("t").to_pylist()
+    assert all(before - timedelta(seconds=1) <= t <= after for t in ts)
+    index.add(points(2, seed=2), t=NOW)
+    assert index.columns.column("t").to_pylist()[3:] == [NOW, NOW]
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        ({"t": [NOW, None, NOW]}, ValueError, "t row 1"),
+        (
+            {
+                "t": np.array(
+                    [NOW.replace(tzinfo=None), "NaT", NOW.replace(tzinfo=None)], dtype="datetime64[us]"
+                )
+            },
+            ValueError,
+            "t row 1",
+        ),
+        ({"t": [NOW, NOW]}, ValueError, "2 entries"),
+        ({"t": [1, 2, 3]}, TypeError, "not a datetime"),
+        ({"t": "2026-01-01"}, TypeError, "datetimes"),
+        ({"valid_from": NOW, "valid_until": NOW - timedelta(days=1)}, ValueError, "valid_until"),
+        ({"valid_from": NOW, "valid_until": NOW}, ValueError, "row 0"),
+        ({"metadata": {"kind": ["a", "b"]}}, ValueError, "2 rows"),
+        ({"metadata": {"t": [1, 2, 3]}}, ValueError, "clashes"),
+        ({"metadata": [1, 2, 3]}, TypeError, "metadata"),
+    ],
+)
+def test_bad_column_inputs_change_nothing(index, kwargs, exc, match):
+    index.add(points(2, seed=3), t=NOW)
+    before = index.columns
+    with pytest.raises(exc, match=match):
+        index.add(points(3), **kwargs)
+    assert index.ntotal == 2
+    assert index.columns.equals(before)
+
+
+def test_metadata_dict_and_table_merge(index):
+    index.add(points(2), t=NOW, metadata={"kind": ["a", "b"], "score": [1.0, 2.0]})
+    index.add(points(1, seed=1), t=NOW)  # no metadata: nulls
+    index.add(points(2, seed=2), t=NOW, metadata=pa.table({"kind": ["c", "d"], "user": [7, 8]}))
+    cols = index.columns
+    assert cols.column("kind").to_pylist() == ["a", "b", None, "c", "d"]
+    assert cols.column("score").to_pylist() == [1.0, 2.0, None, None, None]
+    assert cols.column("user").to_pylist() == [None, None, None, 7, 8]
+    with pytest.raises(ValueError, match="metadata does not match"):
+        index.add(points(1, seed=4), t=NOW, metadata={"score": ["not a float"]})
+    assert index.ntotal == 5
+
+
+def test_columns_survive_save_and_load(index, tmp_path):
+    index.add(
+        points(50),
+        t=[NOW - timedelta(hours=i) for i in range(50)],
+        valid_until=[NOW + timedelta(days=1) if i % 3 else None for i in range(50)],
+        metadata={"kind": [f"k{i % 4}" for i in range(50)]},
+    )
+    index.search_scored(points(5, seed=9), 3, decay=pi.HalfLife(hours=24), at_time=NOW, touch=True)
+    index.save(tmp_path / "idx")
+    loaded = pi.read_index(tmp_path / "idx")
+    assert loaded.columns.equals(index.columns)
+    assert sum(loaded.columns.column("access_count").to_pylist()) == 15
+    q = points(5, seed=10)
+    a = index.search_scored(q, 5, decay=pi.HalfLife(hours=24), at_time=NOW)
+    b = loaded.search_scored(q, 5, decay=pi.HalfLife(hours=24), at_time=NOW)
+    np.testing.assert_array_equal(a.ids, b.ids)
+    np.testing.assert_array_equal(a.scores, b.scores)
+    loaded.add(points(1, seed=11), t=NOW)  # a loaded index keeps growing
+    assert loaded.columns.num_rows == 51
+
+
+def test_corrupted_columns_file_is_refused(tmp_path):
+    index = pi.PoincareFlatIndex(4)
+    index.add(points(20), t=NOW)
+    index.save(tmp_path / "idx")
+    path = next((tmp_path / "idx").glob("columns-*.arrow"))
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(pi.IndexFormatError, match="checksum"):
+        pi.read_index(tmp_path / "idx")

@@ -1,0 +1,165 @@
+"""search_scored: the fused ranking against an exact float64 brute force, the seed's validity
+example, touch, and the exact fallback."""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+from reference import fused_brute_force
+
+import poincare_index as pi
+
+NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
+YEAR_HOURS = 365 * 24
+
+
+@pytest.fixture(scope="module")
+def timed(tree_data):
+    base, queries = tree_data
+    rng = np.random.default_rng(11)
+    hours = rng.uniform(0, YEAR_HOURS, len(base))
+    t = np.datetime64(NOW.replace(tzinfo=None), "us") - (hours * 3.6e9).astype("timedelta64[us]")
+    closed = rng.random(len(base)) < 1 / 3
+    until = np.where(closed, t + np.timedelta64(30, "D"), np.datetime64("NaT"))
+    return base, queries, t, until.astype("datetime64[us]")
+
+
+def build(kind, base, t, until, **kw):
+    index = (
+        pi.PoincareFlatIndex(base.shape[1])
+        if kind == "flat"
+        else pi.PoincareIndex(base.shape[1], seed=1, **kw)
+    )
+    index.add(base, t=t, valid_until=until)
+    return index
+
+
+@pytest.fixture(scope="module")
+def indexes(timed):
+    base, _, t, until = timed
+    return {kind: build(kind, base, t, until) for kind in ("flat", "hnsw")}
+
+
+CASES = [
+    (pi.HalfLife(hours=24 * 14), 0.0, 1.0),
+    (pi.Product(pi.HalfLife(hours=24 * 90), pi.ValidityWindow()), 0.0, 1.0),
+    (pi.Ebbinghaus(stability_hours=24 * 30, boost_per_access=1.0), 0.3, 2.0),
+    (None, -0.5, 1.0),
+]
+
+
+@pytest.mark.parametrize("decay, beta, tau", CASES)
+def test_flat_equals_fused_brute_force(timed, indexes, decay, beta, tau):
+    base, queries, t, until = timed
+    logw = decay.log_weight(t, NOW, None, until) if decay is not None else np.zeros(len(base))
+    ref_s, ref_i = fused_brute_force(base, queries[:30], 10, logw, beta, tau)
+    r = indexes["flat"].search_scored(
+        queries[:30], 10, decay=decay, at_time=NOW, depth_bias=beta, time_coef=tau
+    )
+    np.testing.assert_array_equal(r.ids, ref_i)
+    np.testing.assert_allclose(r.scores, ref_s, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(r.time_weights, np.exp(logw[ref_i]), rtol=1e-9)
+
+
+@pytest.mark.parametrize("decay, beta, tau", CASES)
+def test_hnsw_fused_recall_against_brute_force(timed, indexes, decay, beta, tau):
+    base, queries, t, until = timed
+    logw = decay.log_weight(t, NOW, None, until) if decay is not None else np.zeros(len(base))
+    ref_s, ref_i = fused_brute_force(base, queries, 10, logw, beta, tau)
+    r = indexes["hnsw"].search_scored(
+        queries, 10, decay=decay, at_time=NOW, depth_bias=beta, time_coef=tau, ef=256
+    )
+    hits = sum(len(set(a) & set(b)) for a, b in zip(r.ids.tolist(), ref_i.tolist()))
+    assert hits / ref_i.size >= 0.95
+    # Whatever is returned is scored exactly and ranked best first.
+    assert np.all(np.diff(r.scores, axis=1) <= 0)
+    found = r.ids == ref_i
+    np.testing.assert_allclose(r.scores[found], ref_s[found], rtol=1e-9, atol=1e-9)
+
+
+def test_no_bound_falls_back_to_exact_scan(timed, indexes):
+    base, queries, t, until = timed
+    decay = pi.HalfLife(hours=24 * 30)
+    logw = decay.log_weight(t, NOW)
+    for beta, tau in [(0.0, -1.0), (1.5, 1.0)]:
+        ref_s, ref_i = fused_brute_force(base, queries[:10], 5, logw, beta, tau)
+        r = indexes["hnsw"].search_scored(
+            queries[:10], 5, decay=decay, at_time=NOW, depth_bias=beta, time_coef=tau, ef=5
+        )
+        np.testing.assert_array_equal(r.ids, ref_i)
+
+
+def test_padding_when_fewer_points_than_k():
+    index = pi.PoincareIndex(3)
+    index.add(np.array([[0.1, 0, 0], [0, 0.2, 0]], dtype=np.float32), t=NOW)
+    r = index.search_scored(np.zeros((1, 3), np.float32), 4, decay=pi.HalfLife(hours=1), at_time=NOW)
+    assert r.ids.tolist() == [[0, 1, -1, -1]]
+    assert np.isneginf(r.scores[0, 2:]).all() and np.isposinf(r.distances[0, 2:]).all()
+    assert np.isposinf(r.depths[0, 2:]).all() and (r.time_weights[0, 2:] == 0).all()
+    empty = pi.PoincareIndex(3).search_scored(np.zeros((2, 3), np.float32), 2)
+    assert (empty.ids == -1).all()
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_seed_validity_example_moves_with_at_time(kind):
+    # Two facts near one query: the newer one is valid now, the older one was valid 40 days ago.
+    x = np.array([[0.30, 0.0], [0.31, 0.0]], dtype=np.float32)
+    index = pi.PoincareFlatIndex(2) if kind == "flat" else pi.PoincareIndex(2)
+    index.add_with_ids(x[:1], [1], t=NOW - timedelta(days=90), valid_until=NOW - timedelta(days=20))
+    index.add_with_ids(x[1:], [2], t=NOW - timedelta(days=20), valid_from=NOW - timedelta(days=20))
+    decay = pi.Product(pi.HalfLife(hours=24 * 90), pi.ValidityWindow())
+    q = np.array([[0.305, 0.0]], dtype=np.float32)
+    assert index.search_scored(q, 2, decay=decay, at_time=NOW).ids.tolist() == [[2, 1]]
+    past = index.search_scored(q, 2, decay=decay, at_time=NOW - timedelta(days=40))
+    assert past.ids.tolist() == [[1, 2]]  # the newer fact did not exist yet: future_weight
+
+
+def test_touch_counts_every_returned_point_under_concurrency():
+    rng = np.random.default_rng(2)
+    x = (rng.normal(size=(200, 4)) * 0.2).astype(np.float32)
+    index = pi.PoincareIndex(4, num_threads=2)
+    index.add(x, t=NOW)
+    q = (rng.normal(size=(50, 4)) * 0.2).astype(np.float32)
+    index.search_scored(q, 3, at_time=NOW)  # touch=False changes nothing
+    assert sum(index.columns.column("access_count").to_pylist()) == 0
+
+    def worker():
+        for _ in range(20):
+            index.search_scored(q, 3, at_time=NOW, touch=True)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert sum(index.columns.column("access_count").to_pylist()) == 4 * 20 * 50 * 3
+
+
+def test_ebbinghaus_touch_slows_decay():
+    x = np.array([[0.1, 0.0], [0.0, 0.1]], dtype=np.float32)
+    index = pi.PoincareFlatIndex(2)
+    index.add(x, t=NOW - timedelta(days=7))
+    decay = pi.Ebbinghaus(stability_hours=24, boost_per_access=1.0)
+    before = index.search_scored(x[:1], 1, decay=decay, at_time=NOW, touch=True).time_weights[0, 0]
+    after = index.search_scored(x[:1], 1, decay=decay, at_time=NOW).time_weights[0, 0]
+    assert before == pytest.approx(np.exp(-7)) and after == pytest.approx(np.exp(-3.5))
+
+
+def test_bad_scored_arguments(indexes, timed):
+    q = timed[1][:1]
+    index = indexes["hnsw"]
+    with pytest.raises(TypeError):
+        index.search_scored(q, 3, decay="half-life")
+    with pytest.raises(ValueError):
+        index.search_scored(q, 3, time_coef=float("nan"))
+    with pytest.raises(ValueError):
+        index.search_scored(q, 0)
+    with pytest.raises(ValueError, match="NaT"):
+        index.search_scored(q, 3, at_time=np.datetime64("NaT"))
+    with pytest.raises(TypeError):
+        index.search_scored(q, 3, at_time="yesterday")
+    with pytest.raises(ValueError):
+        index.search_scored(q, 3, future_weight=0)
