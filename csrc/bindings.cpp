@@ -101,48 +101,63 @@ void bind_common(py::class_<Core>& cls) {
              }
              return py::make_tuple(D, I);
            })
-      .def(
-          "search_scored",
-          [](Core& self, const FloatArray& q, std::size_t k, std::size_t ef, double depth_bias,
-             double time_coef, const DoubleArray& terms, std::int64_t at_us, double future_weight,
-             std::optional<Int64Array> t, std::optional<Int64Array> valid_from,
-             std::optional<Int64Array> valid_until, std::optional<UInt32Array> access_count,
-             std::optional<ByteArray> allowed, std::optional<SlotArray> allowed_slots, bool touch) {
-            const std::size_t nq = rows_of(q, self.dim(), "query");
-            typename Core::ScoredQuery sq;
-            sq.params.depth_bias = depth_bias;
-            sq.params.time_coef = time_coef;
-            sq.params.decay = DecayProgram(decay_terms(terms), at_us, future_weight);
-            if (t) {
-              const std::size_t rows = length_of(*t);
-              if (!valid_from || !valid_until || !access_count || length_of(*valid_from) != rows ||
-                  length_of(*valid_until) != rows || length_of(*access_count) != rows)
-                throw InvalidArgument("time columns differ in length");
-              sq.params.columns = {t->data(), valid_from->data(), valid_until->data(),
-                                   access_count->mutable_data(), rows};
-              sq.params.eligible_slots = rows;
-            }
-            if (allowed) {
-              sq.params.allowed = allowed->data();
-              sq.params.eligible_slots = std::min(sq.params.eligible_slots, length_of(*allowed));
-            }
-            if (allowed_slots) {
-              sq.allowed_slots = allowed_slots->data();
-              sq.n_allowed_slots = length_of(*allowed_slots);
-            }
-            sq.touch = touch;
-            py::array_t<std::int64_t> ids({nq, k});
-            py::array_t<double> scores({nq, k}), dist({nq, k}), depths({nq, k}), logw({nq, k});
-            typename Core::ScoredOutput out{ids.mutable_data(), scores.mutable_data(),
-                                            dist.mutable_data(), depths.mutable_data(),
-                                            logw.mutable_data()};
-            const float* pq = q.data();
-            {
-              py::gil_scoped_release nogil;
-              self.search_scored(pq, nq, k, ef, sq, out);
-            }
-            return py::make_tuple(ids, scores, dist, depths, logw);
-          })
+      .def("search_scored",
+           [](Core& self, const FloatArray& q, std::size_t k, std::size_t ef, double depth_bias,
+              double time_coef, const DoubleArray& terms, std::int64_t at_us, double future_weight,
+              std::optional<Int64Array> t, std::optional<Int64Array> valid_from,
+              std::optional<Int64Array> valid_until, std::optional<UInt32Array> access_count,
+              std::optional<ByteArray> allowed, std::optional<SlotArray> allowed_slots, bool touch,
+              std::optional<SlotArray> bucket_order, std::optional<Int64Array> bucket_starts,
+              std::optional<Int64Array> bucket_t_min, std::optional<Int64Array> bucket_t_max,
+              std::optional<UInt32Array> bucket_max_access, std::size_t scan_budget) {
+             const std::size_t nq = rows_of(q, self.dim(), "query");
+             typename Core::ScoredQuery sq;
+             sq.params.depth_bias = depth_bias;
+             sq.params.time_coef = time_coef;
+             sq.params.decay = DecayProgram(decay_terms(terms), at_us, future_weight);
+             if (t) {
+               const std::size_t rows = length_of(*t);
+               if (!valid_from || !valid_until || !access_count || length_of(*valid_from) != rows ||
+                   length_of(*valid_until) != rows || length_of(*access_count) != rows)
+                 throw InvalidArgument("time columns differ in length");
+               sq.params.columns = {t->data(), valid_from->data(), valid_until->data(),
+                                    access_count->mutable_data(), rows};
+               sq.params.eligible_slots = rows;
+             }
+             if (allowed) {
+               sq.params.allowed = allowed->data();
+               sq.params.eligible_slots = std::min(sq.params.eligible_slots, length_of(*allowed));
+             }
+             if (allowed_slots) {
+               sq.allowed_slots = allowed_slots->data();
+               sq.n_allowed_slots = length_of(*allowed_slots);
+             }
+             sq.touch = touch;
+             if (bucket_order) {
+               if (!bucket_starts || !bucket_t_min || !bucket_t_max || !bucket_max_access)
+                 throw InvalidArgument("time buckets need all five arrays");
+               const std::size_t nb = length_of(*bucket_t_min);
+               if (length_of(*bucket_starts) != nb + 1 || length_of(*bucket_t_max) != nb ||
+                   length_of(*bucket_max_access) != nb ||
+                   static_cast<std::size_t>(bucket_starts->data()[nb]) != length_of(*bucket_order))
+                 throw InvalidArgument("time bucket arrays disagree in length");
+               sq.params.buckets = {
+                   bucket_order->data(), bucket_starts->data(),     bucket_t_min->data(),
+                   bucket_t_max->data(), bucket_max_access->data(), nb,
+                   scan_budget};
+             }
+             py::array_t<std::int64_t> ids({nq, k});
+             py::array_t<double> scores({nq, k}), dist({nq, k}), depths({nq, k}), logw({nq, k});
+             typename Core::ScoredOutput out{ids.mutable_data(), scores.mutable_data(),
+                                             dist.mutable_data(), depths.mutable_data(),
+                                             logw.mutable_data()};
+             const float* pq = q.data();
+             {
+               py::gil_scoped_release nogil;
+               self.search_scored(pq, nq, k, ef, sq, out);
+             }
+             return py::make_tuple(ids, scores, dist, depths, logw);
+           })
       .def("remove",
            [](Core& self, const IdArray& ids) {
              const std::size_t n = length_of(ids);

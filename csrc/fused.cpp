@@ -118,6 +118,7 @@ class Collector {
     if (top_.size() >= k_) limit_ = scorer_.rank_limit(top_.front().first);
   }
   float limit() const { return limit_; }
+  double kth() const { return top_.size() >= k_ ? top_.front().first : kNegInf; }
   void finish(std::vector<ScoredHit>& out) const {
     const double kth = top_.size() >= k_ ? top_.front().first : kNegInf;
     const double slack = 1e-4 * (1.0 + std::fabs(kth));
@@ -153,6 +154,45 @@ void fused_scan(const FusedScorer& scorer, const VectorStorage& storage, const f
   }
   collector.finish(out);
 }
+
+namespace {
+
+// See fused_graph_search: scans the buckets that can still beat the k-th score, best bound
+// first, skipping slots the walk already scored; gives up (changing nothing) when they hold more
+// than the budget.
+void time_pass(const FusedScorer& scorer, const VectorStorage& storage, const float* q,
+               const SearchScratch& scratch, Collector& collector) {
+  const FusedParams& p = scorer.params();
+  const TimeBuckets& b = p.buckets;
+  if (b.n_buckets == 0 || p.decay.empty() || !p.has_bound() || p.time_coef <= 0.0) return;
+  const double head = p.depth_bias > 0.0 ? p.depth_bias * scorer.query_depth() : 0.0;
+  thread_local std::vector<std::pair<double, std::size_t>> bounds;
+  bounds.clear();
+  std::size_t rows = 0;
+  const double kth = collector.kth();
+  for (std::size_t i = 0; i < b.n_buckets; ++i) {
+    const double bound =
+        head + p.time_coef * p.decay.log_weight_bound(b.t_min[i], b.t_max[i], b.max_access[i]);
+    if (bound <= kth) continue;
+    bounds.push_back({bound, i});
+    rows += static_cast<std::size_t>(b.starts[i + 1] - b.starts[i]);
+    if (rows > b.scan_budget) return;
+  }
+  std::sort(bounds.begin(), bounds.end(),
+            [](const auto& x, const auto& y) { return x.first > y.first; });
+  const auto l2sq = metric::kernels().l2sq;
+  const std::size_t dim = storage.dim();
+  for (const auto& [bound, i] : bounds) {
+    if (bound <= collector.kth()) break;
+    for (std::int64_t j = b.starts[i]; j < b.starts[i + 1]; ++j) {
+      const std::uint32_t s = b.order[j];
+      if (!scorer.eligible(s) || scratch.seen(s)) continue;
+      collector.offer(s, l2sq(q, storage.vector(s), dim) * storage.rank_factor(s));
+    }
+  }
+}
+
+}  // namespace
 
 void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
                         const FusedScorer& scorer, const float* q, std::size_t k, std::size_t ef,
@@ -220,6 +260,7 @@ void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
       if (!scratch.seen(n)) visit(n, rank(n));
     }
   }
+  time_pass(scorer, storage, q, scratch, collector);
   collector.finish(out);
 }
 

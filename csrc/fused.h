@@ -13,6 +13,18 @@
 
 namespace poincare {
 
+// The slots in time order, cut into buckets, each with its time range and largest access count:
+// an upper bound of the time weight per bucket at the query time (see fused_time_pass).
+struct TimeBuckets {
+  const std::uint32_t* order = nullptr;       // slots, newest first
+  const std::int64_t* starts = nullptr;       // n_buckets + 1 offsets into order
+  const std::int64_t* t_min = nullptr;        // per bucket
+  const std::int64_t* t_max = nullptr;        // per bucket
+  const std::uint32_t* max_access = nullptr;  // per bucket
+  std::size_t n_buckets = 0;
+  std::size_t scan_budget = 0;  // most rows the pass may scan per query
+};
+
 struct FusedParams {
   double depth_bias = 0.0;
   double time_coef = 1.0;
@@ -22,6 +34,7 @@ struct FusedParams {
   // Slots at or past this are not returned: rows added after the caller took its views of
   // the columns / built its mask (a concurrent add), which the search must not read.
   std::size_t eligible_slots = static_cast<std::size_t>(-1);
+  TimeBuckets buckets;  // n_buckets == 0: no time pass
 
   // True when a node at distance d can score at most -(1 - beta) d + beta depth(q): tau >= 0,
   // beta < 1 (log w <= 0, depth(x) <= depth(q) + d). Otherwise only an exact scan is sound.
@@ -53,6 +66,8 @@ class FusedScorer {
   // A float32 rank at and beyond which no point can score above `score` (+inf when there is no
   // bound or score is -inf), rounded up so that comparing ranks never prunes a point that could.
   float rank_limit(double score) const;
+  const FusedParams& params() const { return params_; }
+  double query_depth() const { return depth_q_; }
 
  private:
   double depth_of(std::uint32_t slot) const;
@@ -73,8 +88,11 @@ void fused_scan(const FusedScorer& scorer, const VectorStorage& storage, const f
 
 // Top-k by score from a traversal of the graph's level 0 in distance order: stops when the
 // nearest unexpanded node cannot beat the k-th score (FusedScorer::bound_at), or when ef
-// expansions in distance order (the HNSW beam rule) are exhausted. The reported hits are
-// re-scored exactly.
+// expansions in distance order (the HNSW beam rule) are exhausted. Then, when the parameters
+// carry time buckets, the time pass: every bucket whose weight bound could still beat the k-th
+// score is scanned exactly, provided they hold at most scan_budget rows in all. When time
+// dominates (fast decay, long history) those are the few recent buckets and the result is
+// exact; old buckets are skipped without being read. The reported hits are re-scored exactly.
 void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
                         const FusedScorer& scorer, const float* q, std::size_t k, std::size_t ef,
                         SearchScratch& scratch, std::vector<ScoredHit>& out);

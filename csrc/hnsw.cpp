@@ -379,8 +379,7 @@ void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t
                               storage.vector(fresh[j + 2]), storage.vector(fresh[j + 3])};
       float l2[4];
       l2sq_batch4(q, rows, dim, l2);
-      for (int k = 0; k < 4; ++k)
-        consider(fresh[j + k], l2[k] * storage.rank_factor(fresh[j + k]));
+      for (int k = 0; k < 4; ++k) consider(fresh[j + k], l2[k] * storage.rank_factor(fresh[j + k]));
     }
     for (; j < n_fresh; ++j) consider(fresh[j], rank(fresh[j]));
   }

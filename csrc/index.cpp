@@ -83,11 +83,19 @@ void IndexCore::search_scored(const float* queries, std::size_t nq, std::size_t 
   if (ef == 0) throw InvalidArgument("ef must be >= 1");
   validate_points(queries, nq, "query");
   std::shared_lock<std::shared_mutex> g(rw_);
-  const FusedParams& params = query.params;
+  FusedParams params = query.params;
   const std::size_t n = storage_.slots();
+  params.eligible_slots = std::min(params.eligible_slots, n);
+  const TimeBuckets& b = params.buckets;
+  for (std::size_t i = 0; i < b.n_buckets; ++i)
+    if (b.starts[i] < 0 || b.starts[i] > b.starts[i + 1] ||
+        static_cast<std::size_t>(b.starts[i + 1]) > params.columns.rows)
+      throw InvalidArgument("time buckets out of range");
+  for (std::size_t i = 0; b.n_buckets && i < static_cast<std::size_t>(b.starts[b.n_buckets]); ++i)
+    if (b.order[i] >= params.columns.rows) throw InvalidArgument("time bucket slot out of range");
   // Rows past the columns' length were added after the caller took its views (a concurrent
   // add): they are never returned, so their column values are never read.
-  if ((!params.decay.empty() || query.touch) && params.eligible_slots > params.columns.rows)
+  if ((!params.decay.empty() || query.touch) && query.params.eligible_slots > params.columns.rows)
     throw InvalidArgument("a decay policy or touch needs time columns covering every slot");
   for (std::size_t i = 0; i < query.n_allowed_slots; ++i)
     if (query.allowed_slots[i] >= n) throw InvalidArgument("allowed slot out of range");

@@ -110,6 +110,7 @@ class ColumnStore:
         self._access = np.zeros(0, dtype=np.uint32)
         self._meta: pa.Table | None = None  # exactly self._n rows when not None
         self._lock = _ReadWriteLock()
+        self._buckets: tuple[int, tuple[NDArray[Any], ...]] | None = None
 
     def __len__(self) -> int:
         return self._n
@@ -162,6 +163,8 @@ class ColumnStore:
     def _merged_metadata(self, metadata: pa.Table | None, m: int) -> pa.Table | None:
         if metadata is None and self._meta is None:
             return None
+        if self._meta is None and self._n == 0:
+            return metadata
         old = (
             self._meta if self._meta is not None else pa.table({"__rows": pa.nulls(self._n)}).drop(["__rows"])
         )
@@ -185,8 +188,32 @@ class ColumnStore:
             n = self._n
             yield self._t[:n], self._valid_from[:n], self._valid_until[:n], self._access[:n]
 
-    def slot_of_rows(self) -> NDArray[np.int64]:
-        return self._ids[: self._n]
+    def time_buckets(self, bucket_rows: int = 1024) -> tuple[NDArray[Any], ...]:
+        """(order, starts, t_min, t_max): the rows newest first, cut into buckets of
+        ``bucket_rows``, with each bucket's time range. Cached until rows are added."""
+        cached = self._buckets
+        if cached is not None and cached[0] == self._n:
+            return cached[1]
+        n = self._n
+        t = self._t[:n]
+        order = np.argsort(-t, kind="stable").astype(np.uint32)
+        starts = np.arange(0, n + bucket_rows, bucket_rows, dtype=np.int64)
+        starts[-1] = n
+        starts = np.unique(starts)
+        if n == 0:
+            starts = np.zeros(1, dtype=np.int64)
+        sorted_t = t[order]
+        t_max = sorted_t[starts[:-1]] if n else np.zeros(0, dtype=np.int64)
+        t_min = sorted_t[starts[1:] - 1] if n else np.zeros(0, dtype=np.int64)
+        result = (order, starts, np.ascontiguousarray(t_min), np.ascontiguousarray(t_max))
+        self._buckets = (n, result)
+        return result
+
+    def bucket_max_access(self, order: NDArray[np.uint32], starts: NDArray[np.int64]) -> NDArray[np.uint32]:
+        """The largest access_count per bucket, now (touch changes it)."""
+        if starts.shape[0] <= 1:
+            return np.zeros(0, dtype=np.uint32)
+        return np.maximum.reduceat(self._access[order], starts[:-1]).astype(np.uint32)
 
     def table(self) -> pa.Table:
         """The columns as a pyarrow Table (time columns share memory with the index; access

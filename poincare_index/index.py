@@ -49,6 +49,9 @@ class _IndexBase:
     # Filters allowing at most this fraction of the rows are answered by an exact scan of the
     # allowed rows instead of a graph walk (see BENCHMARKS.md, filtered search).
     filter_scan_fraction: float = 0.1
+    # search_scored's time pass scans at most this many rows per query (the recent buckets that
+    # can still beat the k-th score when time dominates); beyond it the graph walk's result stands.
+    time_scan_rows: int = 8192
 
     def __init__(self) -> None:
         # Adds and removals from several Python threads run one at a time (the core would

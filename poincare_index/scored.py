@@ -12,7 +12,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _time
 from ._validation import as_matrix, as_positive_int
-from .decay import DEFAULT_FUTURE_WEIGHT, DecayPolicy, check_future_weight, policy_terms
+from .decay import _EBBINGHAUS, DEFAULT_FUTURE_WEIGHT, DecayPolicy, check_future_weight, policy_terms
 from .filters import compile_filter
 
 if TYPE_CHECKING:
@@ -91,10 +91,20 @@ def run_scored(
     if not isinstance(touch, (bool, np.bool_)):
         raise TypeError(f"touch must be True or False, got {type(touch).__name__}")
     mask, slots = allowed_rows(index, filters)
-    with index._columns.buffers() as (t, valid_from, valid_until, access):
+    columns = index._columns
+    buckets: tuple[Any, ...] = (None, None, None, None, None)
+    if index.kind == "hnsw" and decay is not None and time_coef > 0 and slots is None:
+        order, starts, t_min, t_max = columns.time_buckets()
+        if any(term[0] == _EBBINGHAUS for term in terms):
+            max_access = columns.bucket_max_access(order, starts)
+        else:  # the bound does not depend on access counts
+            max_access = np.zeros(t_min.shape[0], dtype=np.uint32)
+        buckets = (order, starts, t_min, t_max, max_access)
+    budget = max(index.time_scan_rows, 0)
+    with columns.buffers() as (t, valid_from, valid_until, access):
         ids, scores, dist, depths, logw = index._core.search_scored(
             arr, k, ef, depth_bias, time_coef, terms, at_us, fw,
-            t, valid_from, valid_until, access, mask, slots, bool(touch),
+            t, valid_from, valid_until, access, mask, slots, bool(touch), *buckets, budget,
         )  # fmt: skip
     with np.errstate(under="ignore"):
         weights = np.exp(logw)

@@ -135,3 +135,15 @@ def test_corrupted_columns_file_is_refused(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(pi.IndexFormatError, match="checksum"):
         pi.read_index(tmp_path / "idx")
+
+
+def test_time_columns_share_memory_with_the_index():
+    """The Arrow time columns are views of the buffers the core reads during a search."""
+    index = pi.PoincareIndex(4)
+    index.add(points(10), t=NOW, valid_until=[NOW + timedelta(days=i + 1) for i in range(10)])
+    cols = index.columns
+    store = index._columns
+    assert cols.column("t").chunk(0).buffers()[1].address == store._t.ctypes.data
+    assert cols.column("valid_until").chunk(0).buffers()[1].address == store._valid_until.ctypes.data
+    with store.buffers() as (t, _, valid_until, _):
+        assert t.ctypes.data == store._t.ctypes.data

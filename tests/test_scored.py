@@ -163,3 +163,21 @@ def test_bad_scored_arguments(indexes, timed):
         index.search_scored(q, 3, at_time="yesterday")
     with pytest.raises(ValueError):
         index.search_scored(q, 3, future_weight=0)
+
+
+def test_time_pass_is_exact_when_time_dominates(timed):
+    """A fast decay over a year of history: the best scores are recent points anywhere in the
+    ball. The time pass scans the recent buckets that can still beat the k-th score, so the
+    result equals the brute force even at a small ef; without it the walk misses some."""
+    base, queries, t, until = timed
+    index = build("hnsw", base, t, until)
+    decay = pi.HalfLife(hours=6)
+    logw = decay.log_weight(t, NOW)
+    ref_s, ref_i = fused_brute_force(base, queries, 10, logw)
+    r = index.search_scored(queries, 10, decay=decay, at_time=NOW, ef=10)
+    np.testing.assert_array_equal(r.ids, ref_i)
+    np.testing.assert_allclose(r.scores, ref_s, rtol=1e-9, atol=1e-9)
+    index.time_scan_rows = 0  # no time pass: the graph walk alone
+    walk = index.search_scored(queries, 10, decay=decay, at_time=NOW, ef=10)
+    hits = sum(len(set(a) & set(b)) for a, b in zip(walk.ids.tolist(), ref_i.tolist()))
+    assert hits < ref_i.size
