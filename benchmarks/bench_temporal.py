@@ -158,6 +158,9 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "temporal.json"))
+    ap.add_argument(
+        "--parts", nargs="+", default=["fused", "plain", "filters"], choices=["fused", "plain", "filters"]
+    )
     args = ap.parse_args()
     k, target = args.k, args.target
     rng = np.random.default_rng(args.seed)
@@ -182,8 +185,6 @@ def main() -> int:
     index = pi.PoincareIndex(args.dim, seed=1, num_threads=1)
     index.add(base, t=t, valid_until=until, metadata=metadata)
     build_cols = time.perf_counter() - t0
-    bare = pi.PoincareIndex(args.dim, seed=1, num_threads=1)
-    bare.add(base)
     print(f"built (1 thread): with columns {build_cols:.1f} s")
     tasks: list[Task] = []
     threads = args.threads
@@ -194,8 +195,10 @@ def main() -> int:
         "Product(HalfLife(90 d), ValidityWindow())": pi.Product(
             pi.HalfLife(hours=24 * 90), pi.ValidityWindow()
         ),
+        # time dominates: a one-day half-life over a year of history
+        "HalfLife(1 d)": pi.HalfLife(hours=24),
     }
-    for label, decay in policies.items():
+    for label, decay in policies.items() if "fused" in args.parts else ():
         logw = decay.log_weight(t, NOW, None, until)
         truth = np.zeros((nq, k), dtype=np.int64)
         for s, d in poincare_rows(base, queries):
@@ -229,86 +232,90 @@ def main() -> int:
         tasks.append(task)
 
     # ---- plain search with and without columns --------------------------------------------
-    plain_truth = np.zeros((nq, k), dtype=np.int64)
-    for s, d in poincare_rows(base, queries):
-        plain_truth[s : s + len(d)] = top_k(-d, k)
-    print("  plain search, with vs without columns")
-    with_cols = sweep(
-        "with columns",
-        "ef",
-        EFS[:4],
-        lambda ef: index.search(queries, k, ef=ef)[1],
-        plain_truth,
-        index,
-        threads,
-        2.0,
-        args.repeats,
-        nq,
-    )
-    without = sweep(
-        "without columns",
-        "ef",
-        EFS[:4],
-        lambda ef: bare.search(queries, k, ef=ef)[1],
-        plain_truth,
-        bare,
-        threads,
-        2.0,
-        args.repeats,
-        nq,
-    )
-    task = Task("plain search: columns overhead", [with_cols, without])
-    for th in map(str, threads):
-        rs = [p.qps[th] / q.qps[th] for p, q in zip(with_cols.points, without.points)]
-        task.ratios[f"QPS with / without columns, {th} thr (mean over ef)"] = float(np.mean(rs))
-    tasks.append(task)
+    if "plain" in args.parts:
+        bare = pi.PoincareIndex(args.dim, seed=1, num_threads=1)
+        bare.add(base)
+        plain_truth = np.zeros((nq, k), dtype=np.int64)
+        for s, d in poincare_rows(base, queries):
+            plain_truth[s : s + len(d)] = top_k(-d, k)
+        print("  plain search, with vs without columns")
+        with_cols = sweep(
+            "with columns",
+            "ef",
+            EFS[:4],
+            lambda ef: index.search(queries, k, ef=ef)[1],
+            plain_truth,
+            index,
+            threads,
+            2.0,
+            args.repeats,
+            nq,
+        )
+        without = sweep(
+            "without columns",
+            "ef",
+            EFS[:4],
+            lambda ef: bare.search(queries, k, ef=ef)[1],
+            plain_truth,
+            bare,
+            threads,
+            2.0,
+            args.repeats,
+            nq,
+        )
+        task = Task("plain search: columns overhead", [with_cols, without])
+        for th in map(str, threads):
+            rs = [p.qps[th] / q.qps[th] for p, q in zip(with_cols.points, without.points)]
+            task.ratios[f"QPS with / without columns, {th} thr (mean over ef)"] = float(np.mean(rs))
+        tasks.append(task)
 
     # ---- filters --------------------------------------------------------------------------
-    import hnswlib
+    if "filters" in args.parts:
+        import hnswlib
 
-    h = hnswlib.Index(space="l2", dim=args.dim)
-    h.init_index(max_elements=n, M=16, ef_construction=200, random_seed=1)
-    h.set_num_threads(2)
-    h.add_items(base, np.arange(n))
-    for f, mask in sel.items():
-        allowed = np.flatnonzero(mask)
-        truth = np.zeros((nq, k), dtype=np.int64)
-        for s, d in poincare_rows(base[allowed], queries):
-            truth[s : s + len(d)] = allowed[top_k(-d, k)]
-        l2_truth = np.zeros((nq, k), dtype=np.int64)
-        ab = base[allowed].astype(np.float64)
-        for s in range(0, nq, 64):
-            q = queries[s : s + 64].astype(np.float64)
-            d2 = (q * q).sum(1)[:, None] + (ab * ab).sum(1)[None, :] - 2 * q @ ab.T
-            l2_truth[s : s + len(q)] = allowed[top_k(-d2, k)]
-        print(f"  filters: {f}% allowed ({len(allowed):,} rows)")
-        spec = {f"sel_{f}": True}
+        h = hnswlib.Index(space="l2", dim=args.dim)
+        h.init_index(max_elements=n, M=16, ef_construction=200, random_seed=1)
+        h.set_num_threads(2)
+        h.add_items(base, np.arange(n))
+        for f, mask in sel.items():
+            allowed = np.flatnonzero(mask)
+            truth = np.zeros((nq, k), dtype=np.int64)
+            for s, d in poincare_rows(base[allowed], queries):
+                truth[s : s + len(d)] = allowed[top_k(-d, k)]
+            l2_truth = np.zeros((nq, k), dtype=np.int64)
+            ab = base[allowed].astype(np.float64)
+            for s in range(0, nq, 64):
+                q = queries[s : s + 64].astype(np.float64)
+                d2 = (q * q).sum(1)[:, None] + (ab * ab).sum(1)[None, :] - 2 * q @ ab.T
+                l2_truth[s : s + len(q)] = allowed[top_k(-d2, k)]
+            print(f"  filters: {f}% allowed ({len(allowed):,} rows)")
+            spec = {f"sel_{f}": True}
 
-        def ours(ef: int, spec: dict = spec) -> np.ndarray:
-            return index.search(queries, k, ef=ef, filters=spec)[1]
+            def ours(ef: int, spec: dict = spec) -> np.ndarray:
+                return index.search(queries, k, ef=ef, filters=spec)[1]
 
-        def post(N: int, mask: np.ndarray = mask) -> np.ndarray:
-            _, I = index.search(queries, N, ef=max(N, 64))
-            keep = np.where(I >= 0, mask[np.maximum(I, 0)], False)
-            out = np.full((nq, k), -1, dtype=np.int64)
-            for i in range(nq):
-                row = I[i][keep[i]][:k]
-                out[i, : len(row)] = row
-            return out
+            def post(N: int, mask: np.ndarray = mask) -> np.ndarray:
+                _, I = index.search(queries, N, ef=max(N, 64))
+                keep = np.where(I >= 0, mask[np.maximum(I, 0)], False)
+                out = np.full((nq, k), -1, dtype=np.int64)
+                for i in range(nq):
+                    row = I[i][keep[i]][:k]
+                    out[i, : len(row)] = row
+                return out
 
-        def callback(ef: int, mask: np.ndarray = mask) -> np.ndarray:
-            h.set_ef(ef)
-            labels, _ = h.knn_query(queries, k=k, filter=lambda label: bool(mask[label]))
-            return labels.astype(np.int64)
+            def callback(ef: int, mask: np.ndarray = mask) -> np.ndarray:
+                h.set_ef(ef)
+                labels, _ = h.knn_query(queries, k=k, filter=lambda label: bool(mask[label]))
+                return labels.astype(np.int64)
 
-        a = sweep("ours filters=", "ef", EFS, ours, truth, index, threads, target, args.repeats, nq)
-        b = sweep("post-filter N", "N", NS, post, truth, index, threads, target, args.repeats, nq)
-        c = sweep("hnswlib filter callback", "ef", EFS, callback, l2_truth, None, ["1"], target, 1, nq)
-        task = Task(f"filters {f}%", [a, b, c])
-        for th in map(str, threads):
-            task.ratios[f"QPS ours / post-filter, {th} thr"] = ratio_at_target(a, b, target, th)
-        task.ratios["QPS ours / hnswlib callback, 1 thr"] = ratio_at_target(a, c, target, "1")
-        tasks.append(task)
+            a = sweep("ours filters=", "ef", EFS, ours, truth, index, threads, target, args.repeats, nq)
+            b = sweep("post-filter N", "N", NS, post, truth, index, threads, target, args.repeats, nq)
+            c = sweep("hnswlib filter callback", "ef", EFS, callback, l2_truth, None, ["1"], target, 1, nq)
+            task = Task(f"filters {f}%", [a, b, c])
+            for th in map(str, threads):
+                task.ratios[f"QPS ours / post-filter, {th} thr"] = ratio_at_target(a, b, target, th)
+            task.ratios["QPS ours / hnswlib callback, 1 thr"] = ratio_at_target(a, c, target, "1")
+            tasks.append(task)
 
     print(f"\nresults (same run; QPS at recall >= {target:.2f}; inf: the other never reaches it)")
     for task in tasks:

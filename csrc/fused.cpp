@@ -4,9 +4,13 @@
 #include <cmath>
 #include <limits>
 
+#include "hnsw_links.h"
 #include "metric.h"
 
 namespace poincare {
+
+using hnsw_detail::prefetch;
+using hnsw_detail::prefetch_row;
 
 namespace {
 
@@ -39,6 +43,9 @@ FusedScorer::FusedScorer(const VectorStorage& storage, const FusedParams& params
     : storage_(storage), params_(params), q_(q) {
   const double sq = metric::sq_norm_exact(q, storage.dim());
   a_q_ = metric::conformal_factor(sq, storage.curvature());
+  a_q_f_ = static_cast<float>(a_q_);
+  c_f_ = static_cast<float>(storage.curvature());
+  two_over_sqrt_c_ = 2.0 / std::sqrt(storage.curvature());
   depth_q_ = metric::depth_from_sq_norm(sq, storage.curvature());
 }
 
@@ -66,7 +73,10 @@ ScoredHit FusedScorer::exact(std::uint32_t slot) const {
 }
 
 double FusedScorer::distance_of_rank(float rank) const {
-  return metric::distance_from_delta(static_cast<double>(rank) * a_q_, storage_.curvature());
+  // Ranking precision is enough here (float32 asinh, relative error ~1e-7); the reported hits
+  // are re-scored in float64 (Collector::finish).
+  return two_over_sqrt_c_ *
+         static_cast<double>(std::asinh(std::sqrt(static_cast<float>(rank * a_q_f_ * c_f_))));
 }
 
 double FusedScorer::approx_score(std::uint32_t slot, float rank, double* distance) const {
@@ -113,18 +123,24 @@ class Collector {
   void offer(std::uint32_t slot, float rank) {
     if (rank >= limit_) return;
     const double s = scorer_.approx_score(slot, rank, nullptr);
+    // Below the k-th score by more than the slack it can never be re-scored into the top k.
+    if (top_.size() >= k_ && s < floor_) return;
     seen_.push_back({s, slot});
     keep_best(top_, k_, {s, slot});
-    if (top_.size() >= k_) limit_ = scorer_.rank_limit(top_.front().first);
+    if (top_.size() >= k_) {
+      const double kth = top_.front().first;
+      limit_ = scorer_.rank_limit(kth);
+      floor_ = kth - slack(kth);
+    }
   }
+  static double slack(double kth) { return 1e-4 * (1.0 + std::fabs(kth)); }
   float limit() const { return limit_; }
   double kth() const { return top_.size() >= k_ ? top_.front().first : kNegInf; }
   void finish(std::vector<ScoredHit>& out) const {
     const double kth = top_.size() >= k_ ? top_.front().first : kNegInf;
-    const double slack = 1e-4 * (1.0 + std::fabs(kth));
     out.clear();
     for (const ScoreEntry& e : seen_)
-      if (e.first >= kth - slack) out.push_back(scorer_.exact(e.second));
+      if (e.first >= kth - slack(kth)) out.push_back(scorer_.exact(e.second));
     std::sort(out.begin(), out.end(), better);
     if (out.size() > k_) out.resize(k_);
   }
@@ -133,6 +149,7 @@ class Collector {
   const FusedScorer& scorer_;
   std::size_t k_;
   float limit_ = std::numeric_limits<float>::infinity();
+  double floor_ = kNegInf;
   static thread_local std::vector<ScoreEntry> top_;
   static thread_local std::vector<ScoreEntry> seen_;
 };
@@ -231,6 +248,14 @@ void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
   auto& frontier = scratch.frontier;
   auto& beam = scratch.results;
   Collector collector(scorer, k);
+  const auto l2sq_batch4 = metric::kernels().l2sq_batch4;
+  const std::size_t row_bytes = dim * sizeof(float);
+  const FusedParams& params = scorer.params();
+  const std::int64_t* time_column = params.decay.empty() ? nullptr : params.columns.t;
+  const std::size_t time_rows = params.columns.rows;
+  const std::int64_t* window_from =
+      params.decay.uses_window() ? params.columns.valid_from : nullptr;
+  const std::int64_t* window_until = params.columns.valid_until;
   auto visit = [&](std::uint32_t n, float r) {
     scratch.mark(n);
     const bool eligible = scorer.eligible(n);
@@ -254,11 +279,36 @@ void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
     if (beam.size() >= ef && r > beam.front().first) break;
     std::pop_heap(frontier.begin(), frontier.end());
     frontier.pop_back();
+    // As in the plain search: marks first, then the unvisited rows (and their time stamps)
+    // prefetched, then ranks four at a time.
     const std::uint32_t* l = graph.links(c.second, 0);
-    for (std::uint32_t i = 1; i <= l[0]; ++i) {
+    const std::uint32_t count = l[0];
+    for (std::uint32_t i = 1; i <= count; ++i) prefetch(scratch.visited.data() + l[i]);
+    std::uint32_t* fresh = scratch.fresh;
+    std::size_t n_fresh = 0;
+    for (std::uint32_t i = 1; i <= count; ++i) {
       const std::uint32_t n = l[i];
-      if (!scratch.seen(n)) visit(n, rank(n));
+      if (scratch.seen(n)) continue;
+      scratch.mark(n);
+      prefetch_row(storage.vector(n), row_bytes);
+      if (time_column != nullptr && n < time_rows) {
+        prefetch(time_column + n);
+        if (window_from != nullptr) {
+          prefetch(window_from + n);
+          prefetch(window_until + n);
+        }
+      }
+      fresh[n_fresh++] = n;
     }
+    std::size_t j = 0;
+    for (; j + 4 <= n_fresh; j += 4) {
+      const float* rows[4] = {storage.vector(fresh[j]), storage.vector(fresh[j + 1]),
+                              storage.vector(fresh[j + 2]), storage.vector(fresh[j + 3])};
+      float l2[4];
+      l2sq_batch4(q, rows, dim, l2);
+      for (int m = 0; m < 4; ++m) visit(fresh[j + m], l2[m] * storage.rank_factor(fresh[j + m]));
+    }
+    for (; j < n_fresh; ++j) visit(fresh[j], rank(fresh[j]));
   }
   time_pass(scorer, storage, q, scratch, collector);
   collector.finish(out);

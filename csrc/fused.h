@@ -77,6 +77,9 @@ class FusedScorer {
   const float* q_;
   double a_q_;
   double depth_q_;
+  float a_q_f_;
+  float c_f_;
+  double two_over_sqrt_c_;
 };
 
 // Exact top-k by score over `slots` (the first n_slots slots when null), best first, into

@@ -21,6 +21,8 @@ DecayProgram::DecayProgram(std::vector<DecayTerm> terms, std::int64_t at_us, dou
     throw InvalidArgument("future_weight must be in (0, 1], got " + std::to_string(future_weight));
   log_future_weight_ = std::log(future_weight);
   for (const DecayTerm& term : terms_) {
+    uses_window_ |= term.kind == DecayKind::kValidity;
+    uses_access_ |= term.kind == DecayKind::kEbbinghaus;
     switch (term.kind) {
       case DecayKind::kHalfLife:
         if (!positive_finite(term.p0)) throw InvalidArgument("half-life hours must be > 0");
@@ -78,7 +80,10 @@ double DecayProgram::log_weight_of(std::int64_t t, std::int64_t valid_from,
 
 double DecayProgram::log_weight(const TimeColumns& c, std::size_t row) const {
   if (terms_.empty()) return 0.0;
-  return log_weight_of(c.t[row], c.valid_from[row], c.valid_until[row], c.access_count[row]);
+  // Only the columns some term reads: each is a random access (a likely cache miss) per node.
+  return log_weight_of(c.t[row], uses_window_ ? c.valid_from[row] : kOpenStart,
+                       uses_window_ ? c.valid_until[row] : kOpenEnd,
+                       uses_access_ ? c.access_count[row] : 0u);
 }
 
 double DecayProgram::log_weight_bound(std::int64_t t_min, std::int64_t t_max,

@@ -44,6 +44,7 @@ class DecayProgram {
   DecayProgram(std::vector<DecayTerm> terms, std::int64_t at_us, double future_weight);
 
   bool empty() const { return terms_.empty(); }
+  bool uses_window() const { return uses_window_; }
   std::int64_t at_us() const { return at_us_; }
   // log w of `row`; rows stamped after the query time get log(future_weight). 0 when empty.
   double log_weight(const TimeColumns& columns, std::size_t row) const;
@@ -61,6 +62,8 @@ class DecayProgram {
   std::vector<DecayTerm> terms_;
   std::int64_t at_us_ = 0;
   double log_future_weight_ = 0.0;
+  bool uses_window_ = false;  // some term reads valid_from / valid_until
+  bool uses_access_ = false;  // some term reads access_count
 };
 
 }  // namespace poincare

@@ -157,6 +157,7 @@ class ColumnStore:
         """Drops rows from n on (undoes an append the core then refused)."""
         if n < self._n:
             self._n = n
+            self._buckets = None
             if self._meta is not None:
                 self._meta = self._meta.slice(0, n)
 

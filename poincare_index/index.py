@@ -48,7 +48,7 @@ class _IndexBase:
     _core: Any
     # Filters allowing at most this fraction of the rows are answered by an exact scan of the
     # allowed rows instead of a graph walk (see BENCHMARKS.md, filtered search).
-    filter_scan_fraction: float = 0.1
+    filter_scan_fraction: float = 0.05
     # search_scored's time pass scans at most this many rows per query (the recent buckets that
     # can still beat the k-th score when time dominates); beyond it the graph walk's result stands.
     time_scan_rows: int = 8192
