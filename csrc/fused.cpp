@@ -209,6 +209,36 @@ void time_pass(const FusedScorer& scorer, const VectorStorage& storage, const fl
   }
 }
 
+// When time dominates (the row 10 % down the time order already weighs below e^-10), the best
+// scores are recent points wherever they lie and a distance-ordered walk finds them late: scan
+// the newest bucket(s) first, so the walk and the time pass start from a k-th score that prunes.
+void time_seed(const FusedScorer& scorer, const VectorStorage& storage, const float* q,
+               SearchScratch& scratch, Collector& collector, std::size_t k) {
+  const FusedParams& p = scorer.params();
+  const TimeBuckets& b = p.buckets;
+  if (b.n_buckets == 0 || p.decay.empty() || !p.has_bound() || p.time_coef <= 0.0) return;
+  const std::int64_t probe_row = b.starts[b.n_buckets] / 10;
+  std::size_t probe = 0;
+  while (probe + 1 < b.n_buckets && b.starts[probe + 1] <= probe_row) ++probe;
+  const double probe_bound =
+      p.time_coef * p.decay.log_weight_bound(b.t_min[probe], b.t_max[probe], b.max_access[probe]);
+  if (probe_bound > -10.0) return;
+  const auto l2sq = metric::kernels().l2sq;
+  const std::size_t dim = storage.dim();
+  std::size_t offered = 0;
+  for (std::size_t i = 0; i < b.n_buckets && offered < k; ++i) {
+    for (std::int64_t j = b.starts[i]; j < b.starts[i + 1]; ++j) {
+      const std::uint32_t s = b.order[j];
+      if (!scorer.eligible(s)) continue;
+      // Marked like visited nodes: offered once (the k-th score must count distinct slots);
+      // the walk does not expand through them.
+      scratch.mark(s);
+      collector.offer(s, l2sq(q, storage.vector(s), dim) * storage.rank_factor(s));
+      ++offered;
+    }
+  }
+}
+
 }  // namespace
 
 void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
@@ -248,6 +278,7 @@ void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
   auto& frontier = scratch.frontier;
   auto& beam = scratch.results;
   Collector collector(scorer, k);
+  time_seed(scorer, storage, q, scratch, collector, k);
   const auto l2sq_batch4 = metric::kernels().l2sq_batch4;
   const std::size_t row_bytes = dim * sizeof(float);
   const FusedParams& params = scorer.params();
