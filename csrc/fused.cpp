@@ -79,6 +79,22 @@ double FusedScorer::distance_of_rank(float rank) const {
          static_cast<double>(std::asinh(std::sqrt(static_cast<float>(rank * a_q_f_ * c_f_))));
 }
 
+double FusedScorer::time_term(std::uint32_t slot) const {
+  double s = 0.0;
+  if (params_.depth_bias != 0.0) s += params_.depth_bias * depth_of(slot);
+  if (params_.time_coef != 0.0)
+    s += params_.time_coef * params_.decay.log_weight(params_.columns, slot);
+  return s;
+}
+
+double FusedScorer::distance_lower_bound(float rank) const {
+  // d = (2/sqrt c) asinh(y), y = sqrt(c delta) >= 0, and asinh(y) >= ln(1 + y) >=
+  // ln 2 * floor(log2(1 + y)): the exponent of a float, no transcendental function.
+  const float y = std::sqrt(rank * a_q_f_ * c_f_);
+  const int e = std::ilogb(1.0f + y);
+  return two_over_sqrt_c_ * 0.6931471805599453 * static_cast<double>(e);
+}
+
 double FusedScorer::approx_score(std::uint32_t slot, float rank, double* distance) const {
   const double d = distance_of_rank(rank);
   if (distance != nullptr) *distance = d;
@@ -122,10 +138,16 @@ class Collector {
   // out (the caller may then also stop expanding from it).
   void offer(std::uint32_t slot, float rank) {
     if (rank >= limit_) return;
-    const double s = scorer_.approx_score(slot, rank, nullptr);
-    // Below the k-th score by more than the slack it can never be re-scored into the top k.
-    if (top_.size() >= k_ && s < floor_) return;
+    // score = time_term - d. Below the k-th score by more than the slack a slot can never be
+    // re-scored into the top k; the time term and a cheap lower bound of d often show that
+    // before the asinh is evaluated.
+    const double time_term = scorer_.time_term(slot);
+    const bool full = top_.size() >= k_;
+    if (full && time_term - scorer_.distance_lower_bound(rank) < floor_) return;
+    const double s = time_term - scorer_.distance_of_rank(rank);
+    if (full && s < floor_) return;
     seen_.push_back({s, slot});
+    if (top_.size() >= k_ && s <= top_.front().first) return;  // the k-th score is unchanged
     keep_best(top_, k_, {s, slot});
     if (top_.size() >= k_) {
       const double kth = top_.front().first;
@@ -294,6 +316,9 @@ void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
     if (r >= collector.limit() || !(beam.size() < ef || r < beam.front().first)) return;
     frontier.push_back({-r, n});
     std::push_heap(frontier.begin(), frontier.end());
+    // Its list is read when it leaves the frontier (a cache miss of its own): fetch it now.
+    prefetch(graph.level0_list(n));
+    prefetch(graph.level0_list(n) + 16);
     if (!eligible) return;
     beam.push_back({r, n});
     std::push_heap(beam.begin(), beam.end());
@@ -312,7 +337,7 @@ void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
     frontier.pop_back();
     // As in the plain search: marks first, then the unvisited rows (and their time stamps)
     // prefetched, then ranks four at a time.
-    const std::uint32_t* l = graph.links(c.second, 0);
+    const std::uint32_t* l = graph.level0_list(c.second);
     const std::uint32_t count = l[0];
     for (std::uint32_t i = 1; i <= count; ++i) prefetch(scratch.visited.data() + l[i]);
     std::uint32_t* fresh = scratch.fresh;

@@ -58,6 +58,10 @@ class FusedScorer {
   bool eligible(std::uint32_t slot) const;
   // Exact (float64) hit for `slot`.
   ScoredHit exact(std::uint32_t slot) const;
+  // depth_bias depth(x) + time_coef log w(x): the score without the distance.
+  double time_term(std::uint32_t slot) const;
+  // A lower bound of the distance at `rank` without evaluating asinh (within 1.4 / sqrt(c)).
+  double distance_lower_bound(float rank) const;
   // The score from a float32 rank quantity rank = |q - x|^2 a(x) (graph traversal).
   double approx_score(std::uint32_t slot, float rank, double* distance) const;
   // Largest score any point at distance >= d can have (valid when params.has_bound()).

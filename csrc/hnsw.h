@@ -81,6 +81,10 @@ class HnswGraph {
   std::size_t level0_stride() const { return level0_stride_for(params_.M); }
   std::size_t upper_stride() const { return 1 + static_cast<std::size_t>(params_.M); }
   const std::vector<std::uint32_t>& level0_links() const { return level0_; }
+  // [count, links...] of `slot` on level 0 (inline: read once per hop by the searches).
+  const std::uint32_t* level0_list(std::uint32_t slot) const {
+    return level0_.data() + static_cast<std::size_t>(slot) * level0_stride();
+  }
   // [count, links...] of `slot` on `level` (level <= level(slot)).
   const std::uint32_t* links(std::uint32_t slot, int level) const { return links_at(slot, level); }
   // All upper-level lists, node after node (node s holds level(s) lists of upper_stride()).
