@@ -273,23 +273,8 @@ void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
   auto rank = [&](std::uint32_t s) {
     return l2sq(q, storage.vector(s), dim) * storage.rank_factor(s);
   };
-  // Upper levels: greedy descent by distance, as in the plain search.
-  std::uint32_t cur = graph.entry_point();
-  float cur_r = rank(cur);
-  for (int lv = graph.max_level(); lv > 0; --lv) {
-    for (bool changed = true; changed;) {
-      changed = false;
-      const std::uint32_t* l = graph.links(cur, lv);
-      for (std::uint32_t i = 1; i <= l[0]; ++i) {
-        const float r = rank(l[i]);
-        if (r < cur_r) {
-          cur_r = r;
-          cur = l[i];
-          changed = true;
-        }
-      }
-    }
-  }
+  float cur_r;
+  const std::uint32_t cur = graph.descend(storage, q, &cur_r);
 
   // Level 0. frontier: nearest unexpanded first; beam: the ef nearest eligible nodes seen (the
   // HNSW budget). As in the plain search, every node within the beam's reach is walked and only

@@ -299,19 +299,13 @@ void HnswGraph::insert(const VectorStorage& storage, std::uint32_t slot, SearchS
   }
 }
 
-void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t ef,
-                       SearchScratch& scratch, std::vector<Candidate>& out) const {
-  out.clear();
-  if (entry_ == kNone) return;
+std::uint32_t HnswGraph::descend(const VectorStorage& storage, const float* q,
+                                 float* rank_out) const {
   const auto l2sq = metric::kernels().l2sq;
-  const auto l2sq_batch4 = metric::kernels().l2sq_batch4;
   const std::size_t dim = storage.dim();
-  const std::size_t row_bytes = dim * sizeof(float);
-  // The query's own factor a(q) is common to every candidate, so ranking uses |q - x|^2 a(x).
   auto rank = [&](std::uint32_t s) {
     return l2sq(q, storage.vector(s), dim) * storage.rank_factor(s);
   };
-
   std::uint32_t cur = entry_;
   float cur_d = rank(cur);
   for (int lv = max_level_; lv > 0; --lv) {
@@ -328,6 +322,25 @@ void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t
       }
     }
   }
+  *rank_out = cur_d;
+  return cur;
+}
+
+void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t ef,
+                       SearchScratch& scratch, std::vector<Candidate>& out) const {
+  out.clear();
+  if (entry_ == kNone) return;
+  const auto l2sq = metric::kernels().l2sq;
+  const auto l2sq_batch4 = metric::kernels().l2sq_batch4;
+  const std::size_t dim = storage.dim();
+  const std::size_t row_bytes = dim * sizeof(float);
+  // The query's own factor a(q) is common to every candidate, so ranking uses |q - x|^2 a(x).
+  auto rank = [&](std::uint32_t s) {
+    return l2sq(q, storage.vector(s), dim) * storage.rank_factor(s);
+  };
+
+  float cur_d;
+  std::uint32_t cur = descend(storage, q, &cur_d);
 
   // Level 0: deleted nodes are walked through but never enter the results, and the beam keeps
   // going while it holds fewer than ef live results.

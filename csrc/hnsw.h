@@ -58,6 +58,10 @@ class HnswGraph {
   void search(const VectorStorage& storage, const float* q, std::size_t ef, SearchScratch& scratch,
               std::vector<Candidate>& out) const;
 
+  // Greedy descent of the upper levels towards q (by |q - x|^2 a(x)); returns the level-0 entry
+  // node and its rank. The graph must not be empty.
+  std::uint32_t descend(const VectorStorage& storage, const float* q, float* rank_out) const;
+
   // Makes every node reachable from the entry point on level 0: each unreachable node gets an
   // in-link from its nearest reachable node (its own nearest out-neighbour that is reachable,
   // else the nearest a beam search finds), replacing that node's most redundant link when its

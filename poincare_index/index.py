@@ -210,23 +210,44 @@ class _IndexBase:
         D, I = self._core.search(arr, k, ef)
         return D, I
 
-    def _search_scored(
+    def search_scored(
         self,
         q: ArrayLike,
         k: int,
-        ef: int,
-        decay: DecayPolicy | None,
-        at_time: Any,
-        depth_bias: float,
-        time_coef: float,
-        filters: Any,
-        touch: bool,
-        future_weight: float,
+        *,
+        decay: DecayPolicy | None = None,
+        at_time: Any = None,
+        depth_bias: float = 0.0,
+        time_coef: float = 1.0,
+        filters: Any = None,
+        ef: int | None = None,
+        touch: bool = False,
+        future_weight: float = DEFAULT_FUTURE_WEIGHT,
     ) -> ScoredResults:
+        """Top-k per query by the fused score
+        ``-distance + depth_bias * depth + time_coef * log(time_weight)``, best first.
+
+        ``decay``: a policy from :mod:`poincare_index.decay` (None: weight 1), evaluated in C++ on
+        the columns at ``at_time`` (one time for the call; default now; naive = UTC). Points
+        stamped after at_time weigh ``future_weight``. ``filters``: a row mask, allowed ids or a
+        MongoDB-style dict over :attr:`columns` (see :mod:`poincare_index.filters`). ``touch``:
+        increment the access_count of every returned point (atomically).
+
+        PoincareFlatIndex scores every eligible point (exact; ``ef`` is ignored). PoincareIndex
+        walks the graph in distance order and ranks by score; the walk stops when no unexpanded
+        node can beat the k-th score (log w <= 0 and depth(x) <= depth(q) + d give the bound
+        -(1 - depth_bias) d + depth_bias depth(q)) or when ``ef`` (default :attr:`ef_search`) is
+        spent; when time dominates, recent time buckets are scanned exactly as well. With
+        time_coef < 0 or depth_bias >= 1 no such bound exists and the index is scanned exactly.
+        """
         return run_scored(
-            self, q, k, ef, decay=decay, at_time=at_time, depth_bias=depth_bias,
+            self, q, k, self._ef_for(ef), decay=decay, at_time=at_time, depth_bias=depth_bias,
             time_coef=time_coef, filters=filters, touch=touch, future_weight=future_weight,
         )  # fmt: skip
+
+    def _ef_for(self, ef: int | None) -> int:
+        """The beam width for a search call (validated)."""
+        raise NotImplementedError
 
     def reconstruct(self, id: int) -> NDArray[np.float32]:
         """The stored float32 vector of ``id``; KeyError if the id is not in the index."""
@@ -283,40 +304,12 @@ class PoincareFlatIndex(_IndexBase):
         """Exact k nearest per query row: ``(D, I)``, float32 distances ascending and int64 ids,
         padded with inf / -1 when fewer than k points exist. ``ef`` is accepted and ignored;
         ``filters`` restricts the results (see :meth:`search_scored`)."""
+        return self._search(q, k, self._ef_for(ef), filters)
+
+    def _ef_for(self, ef: int | None) -> int:
         if ef is not None:
             as_positive_int(ef, "ef")
-        return self._search(q, k, 1, filters)
-
-    def search_scored(
-        self,
-        q: ArrayLike,
-        k: int,
-        *,
-        decay: DecayPolicy | None = None,
-        at_time: Any = None,
-        depth_bias: float = 0.0,
-        time_coef: float = 1.0,
-        filters: Any = None,
-        ef: int | None = None,
-        touch: bool = False,
-        future_weight: float = DEFAULT_FUTURE_WEIGHT,
-    ) -> ScoredResults:
-        """Top-k per query by the fused score
-        ``-distance + depth_bias * depth + time_coef * log(time_weight)``, best first.
-
-        ``decay``: a policy from :mod:`poincare_index.decay` (None: weight 1), evaluated in C++ on
-        the columns at ``at_time`` (one time for the call; default now; naive = UTC). Points
-        stamped after at_time weigh ``future_weight``. ``filters``: a row mask, allowed ids or a
-        MongoDB-style dict over :attr:`columns` (see :mod:`poincare_index.filters`). ``touch``:
-        increment the access_count of every returned point (atomically).
-
-        Exact: every eligible point is scored.
-        """
-        if ef is not None:
-            as_positive_int(ef, "ef")
-        return self._search_scored(
-            q, k, 1, decay, at_time, depth_bias, time_coef, filters, touch, future_weight
-        )
+        return 1  # exact: no beam
 
     def __repr__(self) -> str:
         return f"PoincareFlatIndex(dim={self.dim}, curvature={self.curvature}, ntotal={self.ntotal})"
@@ -386,42 +379,10 @@ class PoincareIndex(_IndexBase):
         """k approximate nearest per query row: ``(D, I)``, float32 Poincaré distances ascending
         and int64 ids, padded with inf / -1. ``ef`` overrides :attr:`ef_search` for this call;
         ``filters`` restricts the results (see :meth:`search_scored`)."""
-        ef_value = self._ef_search if ef is None else as_positive_int(ef, "ef")
-        return self._search(q, k, ef_value, filters)
+        return self._search(q, k, self._ef_for(ef), filters)
 
-    def search_scored(
-        self,
-        q: ArrayLike,
-        k: int,
-        *,
-        decay: DecayPolicy | None = None,
-        at_time: Any = None,
-        depth_bias: float = 0.0,
-        time_coef: float = 1.0,
-        filters: Any = None,
-        ef: int | None = None,
-        touch: bool = False,
-        future_weight: float = DEFAULT_FUTURE_WEIGHT,
-    ) -> ScoredResults:
-        """Top-k per query by the fused score
-        ``-distance + depth_bias * depth + time_coef * log(time_weight)``, best first.
-
-        ``decay``: a policy from :mod:`poincare_index.decay` (None: weight 1), evaluated in C++ on
-        the columns at ``at_time`` (one time for the call; default now; naive = UTC). Points
-        stamped after at_time weigh ``future_weight``. ``filters``: a row mask, allowed ids or a
-        MongoDB-style dict over :attr:`columns` (see :mod:`poincare_index.filters`). ``touch``:
-        increment the access_count of every returned point (atomically).
-
-        The graph is walked in distance order and ranked by score; it stops when no
-        unexpanded node can beat the k-th score (log w <= 0 and depth(x) <= depth(q) + d give the
-        bound -(1 - depth_bias) d + depth_bias depth(q)) or when ``ef`` (default
-        :attr:`ef_search`) is spent. With time_coef < 0 or depth_bias >= 1 no such bound exists
-        and the whole index is scanned exactly.
-        """
-        ef_value = self._ef_search if ef is None else as_positive_int(ef, "ef")
-        return self._search_scored(
-            q, k, ef_value, decay, at_time, depth_bias, time_coef, filters, touch, future_weight
-        )
+    def _ef_for(self, ef: int | None) -> int:
+        return self._ef_search if ef is None else as_positive_int(ef, "ef")
 
     def check_integrity(self) -> dict[str, int]:
         """Structural check of the graph (links in range, no overflowing or duplicate links,
