@@ -191,22 +191,26 @@ class ColumnStore:
 
     def time_buckets(self, bucket_rows: int = 1024) -> tuple[NDArray[Any], ...]:
         """(order, starts, t_min, t_max): the rows newest first, cut into buckets of
-        ``bucket_rows``, with each bucket's time range. Cached until rows are added."""
+        ``bucket_rows``, with each bucket's time range. Rows added since the last call are
+        merged into the cached order (O(n), not a full sort), so add-then-search loops stay cheap."""
         cached = self._buckets
         if cached is not None and cached[0] == self._n:
             return cached[1]
         n = self._n
         t = self._t[:n]
-        order = np.argsort(-t, kind="stable").astype(np.uint32)
-        starts = np.arange(0, n + bucket_rows, bucket_rows, dtype=np.int64)
-        starts[-1] = n
-        starts = np.unique(starts)
-        if n == 0:
-            starts = np.zeros(1, dtype=np.int64)
+        if cached is not None and cached[0] < n:
+            old_order = cached[1][0]
+            new_rows = np.arange(cached[0], n, dtype=np.uint32)
+            new_rows = new_rows[np.argsort(-t[new_rows], kind="stable")]
+            at = np.searchsorted(-t[old_order], -t[new_rows], side="right")
+            order = np.insert(old_order, at, new_rows)
+        else:
+            order = np.argsort(-t, kind="stable").astype(np.uint32)
+        starts = np.unique(np.append(np.arange(0, n, bucket_rows, dtype=np.int64), n))
         sorted_t = t[order]
-        t_max = sorted_t[starts[:-1]] if n else np.zeros(0, dtype=np.int64)
-        t_min = sorted_t[starts[1:] - 1] if n else np.zeros(0, dtype=np.int64)
-        result = (order, starts, np.ascontiguousarray(t_min), np.ascontiguousarray(t_max))
+        t_max = np.ascontiguousarray(sorted_t[starts[:-1]])
+        t_min = np.ascontiguousarray(sorted_t[starts[1:] - 1])
+        result = (np.ascontiguousarray(order, dtype=np.uint32), starts, t_min, t_max)
         self._buckets = (n, result)
         return result
 

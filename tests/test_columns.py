@@ -147,3 +147,25 @@ def test_time_columns_share_memory_with_the_index():
     assert cols.column("valid_until").chunk(0).buffers()[1].address == store._valid_until.ctypes.data
     with store.buffers() as (t, _, valid_until, _):
         assert t.ctypes.data == store._t.ctypes.data
+
+
+def test_time_buckets_follow_adds():
+    """The time order used by search_scored's time pass is kept up to date incrementally and
+    equals a full sort; bucket ranges bound their rows."""
+    rng = np.random.default_rng(4)
+    index = pi.PoincareIndex(4)
+    store = index._columns
+    for batch in range(5):
+        m = int(rng.integers(1, 700))
+        t = np.datetime64(NOW.replace(tzinfo=None), "us") - (rng.uniform(0, 1000, m) * 3600e6).astype(
+            "timedelta64[us]"
+        )
+        index.add(points(m, seed=batch), t=t)
+        order, starts, t_min, t_max = store.time_buckets(bucket_rows=256)
+        times = store._t[: len(store)]
+        assert sorted(order.tolist()) == list(range(len(store)))
+        assert np.all(np.diff(times[order]) <= 0)  # newest first
+        assert starts[0] == 0 and starts[-1] == len(store)
+        for i in range(len(starts) - 1):
+            rows = times[order[starts[i] : starts[i + 1]]]
+            assert rows.min() == t_min[i] and rows.max() == t_max[i]
