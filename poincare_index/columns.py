@@ -31,17 +31,19 @@ RESERVED_COLUMNS = ("id", "t", "valid_from", "valid_until", "access_count")
 
 
 class _ReadWriteLock:
-    """Many readers (searches) or one writer (growing the arrays)."""
+    """Many readers (searches) or one writer (growing the arrays). A waiting writer goes first:
+    searches that arrive after it wait, so a stream of searches cannot starve an add."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._readers = 0
         self._writer = False
+        self._writers_waiting = 0
 
     @contextmanager
     def reading(self) -> Iterator[None]:
         with self._cond:
-            while self._writer:
+            while self._writer or self._writers_waiting:
                 self._cond.wait()
             self._readers += 1
         try:
@@ -55,8 +57,12 @@ class _ReadWriteLock:
     @contextmanager
     def writing(self) -> Iterator[None]:
         with self._cond:
-            while self._writer or self._readers:
-                self._cond.wait()
+            self._writers_waiting += 1
+            try:
+                while self._writer or self._readers:
+                    self._cond.wait()
+            finally:
+                self._writers_waiting -= 1
             self._writer = True
         try:
             yield

@@ -181,3 +181,42 @@ def test_time_pass_is_exact_when_time_dominates(timed):
     walk = index.search_scored(queries, 10, decay=decay, at_time=NOW, ef=10)
     hits = sum(len(set(a) & set(b)) for a, b in zip(walk.ids.tolist(), ref_i.tolist()))
     assert hits < ref_i.size
+
+
+def test_removed_points_are_never_scored():
+    rng = np.random.default_rng(8)
+    x = (rng.normal(size=(300, 4)) * 0.2).astype(np.float32)
+    for index in (pi.PoincareFlatIndex(4), pi.PoincareIndex(4)):
+        index.add(x, t=NOW)
+        gone = np.arange(0, 300, 3)
+        assert index.remove_ids(gone) == len(gone)
+        r = index.search_scored(x[:20], 10, decay=pi.HalfLife(hours=1), at_time=NOW, ef=64)
+        assert not np.isin(r.ids, gone).any()
+        assert (r.ids >= 0).all()
+
+
+def test_touch_while_adding_loses_no_count():
+    """Columns grow (reallocate) while other threads search with touch=True: every returned hit
+    is counted exactly once, including those landing during a reallocation."""
+    rng = np.random.default_rng(9)
+    index = pi.PoincareIndex(4, num_threads=1)
+    index.add((rng.normal(size=(50, 4)) * 0.2).astype(np.float32), t=NOW)
+    q = (rng.normal(size=(8, 4)) * 0.2).astype(np.float32)
+    returned = []
+    stop = threading.Event()
+
+    def searcher():
+        while not stop.is_set():
+            r = index.search_scored(q, 5, at_time=NOW, touch=True)
+            returned.append(int((r.ids >= 0).sum()))
+
+    threads = [threading.Thread(target=searcher) for _ in range(2)]
+    for th in threads:
+        th.start()
+    for _ in range(40):  # many small adds: the column arrays grow several times
+        index.add((rng.normal(size=(60, 4)) * 0.2).astype(np.float32), t=NOW)
+    stop.set()
+    for th in threads:
+        th.join()
+    assert sum(index.columns.column("access_count").to_pylist()) == sum(returned)
+    assert index.columns.num_rows == index.ntotal == 50 + 40 * 60
