@@ -9,8 +9,8 @@
 
 namespace poincare {
 
+using hnsw_detail::expand;
 using hnsw_detail::prefetch;
-using hnsw_detail::prefetch_row;
 
 namespace {
 
@@ -268,11 +268,6 @@ void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
                         SearchScratch& scratch, std::vector<ScoredHit>& out) {
   out.clear();
   if (graph.entry_point() == HnswGraph::kNone) return;
-  const auto l2sq = metric::kernels().l2sq;
-  const std::size_t dim = storage.dim();
-  auto rank = [&](std::uint32_t s) {
-    return l2sq(q, storage.vector(s), dim) * storage.rank_factor(s);
-  };
   float cur_r;
   const std::uint32_t cur = graph.descend(storage, q, &cur_r);
 
@@ -286,8 +281,6 @@ void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
   auto& beam = scratch.results;
   Collector collector(scorer, k);
   time_seed(scorer, storage, q, scratch, collector, k);
-  const auto l2sq_batch4 = metric::kernels().l2sq_batch4;
-  const std::size_t row_bytes = dim * sizeof(float);
   const FusedParams& params = scorer.params();
   const std::int64_t* time_column = params.decay.empty() ? nullptr : params.columns.t;
   const std::size_t time_rows = params.columns.rows;
@@ -320,36 +313,19 @@ void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
     if (beam.size() >= ef && r > beam.front().first) break;
     std::pop_heap(frontier.begin(), frontier.end());
     frontier.pop_back();
-    // As in the plain search: marks first, then the unvisited rows (and their time stamps)
-    // prefetched, then ranks four at a time.
+    // As in the plain search, with the time stamps of unvisited nodes prefetched too.
     const std::uint32_t* l = graph.level0_list(c.second);
-    const std::uint32_t count = l[0];
-    for (std::uint32_t i = 1; i <= count; ++i) prefetch(scratch.visited.data() + l[i]);
-    std::uint32_t* fresh = scratch.fresh;
-    std::size_t n_fresh = 0;
-    for (std::uint32_t i = 1; i <= count; ++i) {
-      const std::uint32_t n = l[i];
-      if (scratch.seen(n)) continue;
-      scratch.mark(n);
-      prefetch_row(storage.vector(n), row_bytes);
-      if (time_column != nullptr && n < time_rows) {
-        prefetch(time_column + n);
-        if (window_from != nullptr) {
-          prefetch(window_from + n);
-          prefetch(window_until + n);
-        }
-      }
-      fresh[n_fresh++] = n;
-    }
-    std::size_t j = 0;
-    for (; j + 4 <= n_fresh; j += 4) {
-      const float* rows[4] = {storage.vector(fresh[j]), storage.vector(fresh[j + 1]),
-                              storage.vector(fresh[j + 2]), storage.vector(fresh[j + 3])};
-      float l2[4];
-      l2sq_batch4(q, rows, dim, l2);
-      for (int m = 0; m < 4; ++m) visit(fresh[j + m], l2[m] * storage.rank_factor(fresh[j + m]));
-    }
-    for (; j < n_fresh; ++j) visit(fresh[j], rank(fresh[j]));
+    expand(
+        l + 1, l[0], q, storage, scratch, scratch.fresh,
+        [&](std::uint32_t n) {
+          if (time_column == nullptr || n >= time_rows) return;
+          prefetch(time_column + n);
+          if (window_from != nullptr) {
+            prefetch(window_from + n);
+            prefetch(window_until + n);
+          }
+        },
+        [&](std::uint32_t n, float l2) { visit(n, l2 * storage.rank_factor(n)); });
   }
   time_pass(scorer, storage, q, scratch, collector);
   collector.finish(out);

@@ -12,6 +12,7 @@
 namespace poincare {
 
 using hnsw_detail::copy_links_relaxed;
+using hnsw_detail::expand;
 using hnsw_detail::load_relaxed;
 using hnsw_detail::prefetch;
 using hnsw_detail::prefetch_row;
@@ -97,9 +98,7 @@ void HnswGraph::search_layer_concurrent(const VectorStorage& storage, const floa
                                         std::uint32_t entry, int level, std::size_t ef,
                                         SearchScratch& scratch) {
   const auto l2sq = metric::kernels().l2sq;
-  const auto l2sq_batch4 = metric::kernels().l2sq_batch4;
   const std::size_t dim = storage.dim();
-  const std::size_t row_bytes = dim * sizeof(float);
   const std::size_t capacity = max_links(level) + (level == 0 ? kRepairSlots : 0);
   scratch.begin(storage.slots());
   auto& frontier = scratch.frontier;
@@ -114,15 +113,6 @@ void HnswGraph::search_layer_concurrent(const VectorStorage& storage, const floa
     if (-c.first > bound && results.size() >= ef) break;
     heap_pop(frontier);
     copy_links_relaxed(links_at(c.second, level), capacity, scratch.links);
-    // Unvisited neighbours first (their rows prefetched), then distances four at a time.
-    std::size_t fresh = 0;
-    for (const std::uint32_t n : scratch.links) prefetch(scratch.visited.data() + n);
-    for (const std::uint32_t n : scratch.links) {
-      if (scratch.seen(n)) continue;
-      scratch.mark(n);
-      prefetch_row(storage.vector(n), row_bytes);
-      scratch.links[fresh++] = n;
-    }
     auto consider = [&](std::uint32_t n, float l2) {
       const float d = l2 * ax * storage.rank_factor(n);
       if (results.size() < ef || d < bound) {
@@ -134,17 +124,9 @@ void HnswGraph::search_layer_concurrent(const VectorStorage& storage, const floa
         prefetch(links_at(n, level));
       }
     };
-    std::size_t j = 0;
-    for (; j + 4 <= fresh; j += 4) {
-      const std::uint32_t* b = scratch.links.data() + j;
-      const float* rows[4] = {storage.vector(b[0]), storage.vector(b[1]), storage.vector(b[2]),
-                              storage.vector(b[3])};
-      float l2[4];
-      l2sq_batch4(x, rows, dim, l2);
-      for (int k = 0; k < 4; ++k) consider(b[k], l2[k]);
-    }
-    for (; j < fresh; ++j)
-      consider(scratch.links[j], l2sq(x, storage.vector(scratch.links[j]), dim));
+    expand(
+        scratch.links.data(), scratch.links.size(), x, storage, scratch, scratch.fresh,
+        [](std::uint32_t) {}, consider);
   }
 }
 
@@ -330,15 +312,7 @@ void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t
                        SearchScratch& scratch, std::vector<Candidate>& out) const {
   out.clear();
   if (entry_ == kNone) return;
-  const auto l2sq = metric::kernels().l2sq;
-  const auto l2sq_batch4 = metric::kernels().l2sq_batch4;
-  const std::size_t dim = storage.dim();
-  const std::size_t row_bytes = dim * sizeof(float);
   // The query's own factor a(q) is common to every candidate, so ranking uses |q - x|^2 a(x).
-  auto rank = [&](std::uint32_t s) {
-    return l2sq(q, storage.vector(s), dim) * storage.rank_factor(s);
-  };
-
   float cur_d;
   std::uint32_t cur = descend(storage, q, &cur_d);
 
@@ -359,26 +333,14 @@ void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t
     if (-c.first > bound && results.size() >= ef) break;
     heap_pop(frontier);
     const std::uint32_t* l = level0_.data() + c.second * stride;
-    const std::uint32_t count = l[0];
-    // Visited marks of every neighbour up front, the unvisited ones' vectors prefetched, then
-    // distances four at a time: the loop is bound by memory latency, not arithmetic.
-    for (std::uint32_t i = 1; i <= count; ++i) prefetch(scratch.visited.data() + l[i]);
-    std::uint32_t* fresh = scratch.fresh;
-    std::size_t n_fresh = 0;
-    for (std::uint32_t i = 1; i <= count; ++i) {
-      const std::uint32_t n = l[i];
-      if (scratch.seen(n)) continue;
-      scratch.mark(n);
-      prefetch_row(storage.vector(n), row_bytes);
-      fresh[n_fresh++] = n;
-    }
-    auto consider = [&](std::uint32_t n, float d) {
+    auto consider = [&](std::uint32_t n, float l2) {
+      const float d = l2 * storage.rank_factor(n);
       if (results.size() < ef || d < bound) {
         heap_push(frontier, {-d, n});
         // n was pushed, so it is likely to be expanded soon: fetch its link list now (the
         // list lives apart from the vectors, so this is a cache miss of its own).
-        prefetch(level0_.data() + static_cast<std::size_t>(n) * stride);
-        prefetch(level0_.data() + static_cast<std::size_t>(n) * stride + 16);
+        prefetch(level0_list(n));
+        prefetch(level0_list(n) + 16);
         if (!deleted[n]) {
           heap_push(results, {d, n});
           if (results.size() > ef) heap_pop(results);
@@ -386,15 +348,7 @@ void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t
         if (!results.empty()) bound = results.front().first;
       }
     };
-    std::size_t j = 0;
-    for (; j + 4 <= n_fresh; j += 4) {
-      const float* rows[4] = {storage.vector(fresh[j]), storage.vector(fresh[j + 1]),
-                              storage.vector(fresh[j + 2]), storage.vector(fresh[j + 3])};
-      float l2[4];
-      l2sq_batch4(q, rows, dim, l2);
-      for (int k = 0; k < 4; ++k) consider(fresh[j + k], l2[k] * storage.rank_factor(fresh[j + k]));
-    }
-    for (; j < n_fresh; ++j) consider(fresh[j], rank(fresh[j]));
+    expand(l + 1, l[0], q, storage, scratch, scratch.fresh, [](std::uint32_t) {}, consider);
   }
   out.assign(results.begin(), results.end());
   std::sort(out.begin(), out.end());

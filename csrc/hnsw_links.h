@@ -7,6 +7,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "metric.h"
+#include "scratch.h"
+#include "storage.h"
+
 namespace poincare::hnsw_detail {
 
 inline void prefetch(const void* p) { __builtin_prefetch(p, 0, 3); }
@@ -35,6 +39,38 @@ inline void prefetch_row(const float* row, std::size_t bytes) {
   const char* p = reinterpret_cast<const char*>(row);
   for (std::size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 3);
   __builtin_prefetch(p + bytes - 1, 0, 3);
+}
+
+// One expansion step of a beam search: marks the unvisited of the `count` slots at `links`
+// (visited marks fetched first, then their rows and whatever `also_prefetch(n)` asks for), then
+// calls `visit(n, l2)` for each with l2 = |q - x_n|^2, four rows at a time. The walks are bound
+// by memory latency, not arithmetic. `fresh` needs room for `count` slots.
+template <typename AlsoPrefetch, typename Visit>
+inline void expand(const std::uint32_t* links, std::size_t count, const float* q,
+                   const VectorStorage& storage, SearchScratch& scratch, std::uint32_t* fresh,
+                   AlsoPrefetch&& also_prefetch, Visit&& visit) {
+  const metric::Kernels& kernels = metric::kernels();
+  const std::size_t dim = storage.dim();
+  const std::size_t row_bytes = dim * sizeof(float);
+  for (std::size_t i = 0; i < count; ++i) prefetch(scratch.visited.data() + links[i]);
+  std::size_t n_fresh = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uint32_t n = links[i];
+    if (scratch.seen(n)) continue;
+    scratch.mark(n);
+    prefetch_row(storage.vector(n), row_bytes);
+    also_prefetch(n);
+    fresh[n_fresh++] = n;
+  }
+  std::size_t j = 0;
+  for (; j + 4 <= n_fresh; j += 4) {
+    const float* rows[4] = {storage.vector(fresh[j]), storage.vector(fresh[j + 1]),
+                            storage.vector(fresh[j + 2]), storage.vector(fresh[j + 3])};
+    float l2[4];
+    kernels.l2sq_batch4(q, rows, dim, l2);
+    for (int m = 0; m < 4; ++m) visit(fresh[j + m], l2[m]);
+  }
+  for (; j < n_fresh; ++j) visit(fresh[j], kernels.l2sq(q, storage.vector(fresh[j]), dim));
 }
 
 }  // namespace poincare::hnsw_detail
