@@ -95,21 +95,12 @@ double FusedScorer::distance_lower_bound(float rank) const {
   return two_over_sqrt_c_ * 0.6931471805599453 * static_cast<double>(e);
 }
 
-double FusedScorer::approx_score(std::uint32_t slot, float rank, double* distance) const {
-  const double d = distance_of_rank(rank);
-  if (distance != nullptr) *distance = d;
-  double s = -d;
-  if (params_.depth_bias != 0.0) s += params_.depth_bias * depth_of(slot);
-  if (params_.time_coef != 0.0)
-    s += params_.time_coef * params_.decay.log_weight(params_.columns, slot);
-  return s;
-}
-
 float FusedScorer::rank_limit(double score) const {
   constexpr float kInfF = std::numeric_limits<float>::infinity();
   if (!params_.has_bound() || !(score > kNegInf)) return kInfF;
   const double beta = params_.depth_bias;
-  // bound_at(d) <= score  <=>  d >= d_min.
+  // A point at distance d scores at most -(1 - beta) d + beta depth(q) (beta > 0), else -d;
+  // that bound is <= score  <=>  d >= d_min.
   const double d_min = beta > 0.0 ? (beta * depth_q_ - score) / (1.0 - beta) : -score;
   if (d_min <= 0.0) return 0.0f;
   const double c = storage_.curvature();
@@ -117,11 +108,6 @@ float FusedScorer::rank_limit(double score) const {
   const double rank = s * s / c / a_q_;  // delta = sinh^2(sqrt(c) d / 2) / c = rank a(q)
   // Margin for the float32 rank's rounding (relative error well below 1e-5).
   return static_cast<float>(rank * (1.0 + 1e-5)) + std::numeric_limits<float>::denorm_min();
-}
-
-double FusedScorer::bound_at(double distance) const {
-  const double beta = params_.depth_bias;
-  return beta > 0.0 ? -(1.0 - beta) * distance + beta * depth_q_ : -distance;
 }
 
 namespace {
@@ -134,8 +120,7 @@ class Collector {
     top_.clear();
     seen_.clear();
   }
-  // Offers an eligible slot with its float32 rank; returns false when the rank alone rules it
-  // out (the caller may then also stop expanding from it).
+  // Offers an eligible slot with its float32 rank |q - x|^2 a(x).
   void offer(std::uint32_t slot, float rank) {
     if (rank >= limit_) return;
     // score = time_term - d. Below the k-th score by more than the slack a slot can never be

@@ -62,10 +62,7 @@ class FusedScorer {
   double time_term(std::uint32_t slot) const;
   // A lower bound of the distance at `rank` without evaluating asinh (within 1.4 / sqrt(c)).
   double distance_lower_bound(float rank) const;
-  // The score from a float32 rank quantity rank = |q - x|^2 a(x) (graph traversal).
-  double approx_score(std::uint32_t slot, float rank, double* distance) const;
-  // Largest score any point at distance >= d can have (valid when params.has_bound()).
-  double bound_at(double distance) const;
+  // The distance at a float32 rank |q - x|^2 a(x), for ranking (float32 asinh).
   double distance_of_rank(float rank) const;
   // A float32 rank at and beyond which no point can score above `score` (+inf when there is no
   // bound or score is -inf), rounded up so that comparing ranks never prunes a point that could.
@@ -94,7 +91,7 @@ void fused_scan(const FusedScorer& scorer, const VectorStorage& storage, const f
                 std::vector<ScoredHit>& out);
 
 // Top-k by score from a traversal of the graph's level 0 in distance order: stops when the
-// nearest unexpanded node cannot beat the k-th score (FusedScorer::bound_at), or when ef
+// nearest unexpanded node cannot beat the k-th score (FusedScorer::rank_limit), or when ef
 // expansions in distance order (the HNSW beam rule) are exhausted. Then, when the parameters
 // carry time buckets, the time pass: every bucket whose weight bound could still beat the k-th
 // score is scanned exactly, provided they hold at most scan_budget rows in all. When time
