@@ -327,12 +327,11 @@ void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t
   heap_push(frontier, {-cur_d, cur});
   if (!deleted[cur]) heap_push(results, {cur_d, cur});
   float bound = results.empty() ? kInf : cur_d;
-  const std::size_t stride = level0_stride();
   while (!frontier.empty()) {
     const Candidate c = frontier.front();
     if (-c.first > bound && results.size() >= ef) break;
     heap_pop(frontier);
-    const std::uint32_t* l = level0_.data() + c.second * stride;
+    const std::uint32_t* l = level0_list(c.second);
     auto consider = [&](std::uint32_t n, float l2) {
       const float d = l2 * storage.rank_factor(n);
       if (results.size() < ef || d < bound) {

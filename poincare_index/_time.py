@@ -76,20 +76,21 @@ def as_time_scalar(value: Any, name: str) -> int:
 
 
 def as_time_column(
-    values: Any, n: int, name: str, *, nullable: bool, default: int | None = None
+    values: Any, n: int, name: str, *, open_end: int | None = None, default: int | None = None
 ) -> NDArray[np.int64]:
-    """n times -> int64 microseconds (missing: ``default``; with no default, ValueError unless
-    ``nullable``, where missing becomes OPEN_START for 'valid_from' and OPEN_END otherwise).
+    """n times -> int64 microseconds. ``values`` None gives ``default`` on every row. A missing
+    value (None/NaT/null) becomes ``open_end`` (OPEN_START or OPEN_END: a window end that is
+    open); with ``open_end`` None it is a ValueError.
 
     A scalar is broadcast to all n rows. Raises TypeError for non-time values and ValueError for
     a wrong length or a missing value where none is allowed, naming the row.
     """
-    missing = OPEN_START if name == "valid_from" else OPEN_END
+    nullable = open_end is not None
     if values is None:
         if default is not None:
             return np.full(n, default, dtype=np.int64)
         if nullable:
-            return np.full(n, missing, dtype=np.int64)
+            return np.full(n, open_end, dtype=np.int64)
         raise ValueError(f"{name} is required")
     raw, null = _column_micros(values, name)
     if raw.ndim == 0:
@@ -100,7 +101,7 @@ def as_time_column(
         if not nullable:
             row = int(np.flatnonzero(null)[0])
             raise ValueError(f"{name} row {row} is missing (NaT/None); every point needs a time")
-        raw = np.where(null, missing, raw)
+        raw = np.where(null, open_end, raw)
     return np.ascontiguousarray(raw, dtype=np.int64)
 
 

@@ -10,6 +10,7 @@ stored as the int64 extremes under Arrow's nulls). ``access_count`` is the one m
 
 from __future__ import annotations
 
+import os
 import threading
 import zlib
 from collections.abc import Iterator, Mapping
@@ -168,20 +169,13 @@ class ColumnStore:
                 self._meta = self._meta.slice(0, n)
 
     def _merged_metadata(self, metadata: pa.Table | None, m: int) -> pa.Table | None:
+        """The metadata after appending m rows: columns missing on either side are null there."""
         if metadata is None and self._meta is None:
             return None
         if self._meta is None and self._n == 0:
             return metadata
-        old = (
-            self._meta if self._meta is not None else pa.table({"__rows": pa.nulls(self._n)}).drop(["__rows"])
-        )
-        new = metadata if metadata is not None else pa.table({"__rows": pa.nulls(m)}).drop(["__rows"])
-        if old.num_columns == 0 and self._n:
-            old = pa.table(
-                {name: pa.nulls(self._n, type=new.schema.field(name).type) for name in new.column_names}
-            )
-        if new.num_columns == 0 and m:
-            new = pa.table({name: pa.nulls(m, type=old.schema.field(name).type) for name in old.column_names})
+        old = self._meta if self._meta is not None else _null_table(metadata.schema, self._n)
+        new = metadata if metadata is not None else _null_table(old.schema, m)
         try:
             return pa.concat_tables([old, new], promote_options="default")
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
@@ -255,9 +249,6 @@ class ColumnStore:
             with ipc.new_file(sink, table.schema) as writer:
                 writer.write_table(table)
         with open(path, "rb+") as fh:
-            fh.flush()
-            import os
-
             os.fsync(fh.fileno())
         return path.stat().st_size, file_crc32(path)
 
@@ -305,6 +296,11 @@ class ColumnStore:
         store._meta = table.select(meta_names) if meta_names else None
         store._n = n
         return store
+
+
+def _null_table(schema: pa.Schema, rows: int) -> pa.Table:
+    """``rows`` rows of nulls with the given columns and types."""
+    return pa.table({field.name: pa.nulls(rows, type=field.type) for field in schema})
 
 
 def _nullable_time(values: NDArray[np.int64], open_value: int) -> pa.Array:

@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 from numpy.typing import NDArray
 
 from . import _time
@@ -107,18 +108,14 @@ class DecayPolicy:
     ) -> Any:
         """log w (exact even where w underflows to 0)."""
         fw = check_future_weight(future_weight)
-        scalar = not isinstance(t, (list, tuple, np.ndarray)) and not hasattr(t, "__arrow_array__")
-        try:
-            import pyarrow as pa
-
-            scalar = scalar and not isinstance(t, (pa.Array, pa.ChunkedArray))
-        except ImportError:  # pragma: no cover
-            pass
-        t_us = _time.as_time_column([t] if scalar else t, 1 if scalar else _len(t), "t", nullable=False)
+        scalar = not isinstance(t, (list, tuple, np.ndarray, pa.Array, pa.ChunkedArray)) and not hasattr(
+            t, "__arrow_array__"
+        )
+        t_us = _time.as_time_column([t] if scalar else t, 1 if scalar else len(t), "t")
         n = t_us.shape[0]
         at_us = _time.as_time_scalar(at_time, "at_time")
-        vf = _time.as_time_column(valid_from, n, "valid_from", nullable=True)
-        vu = _time.as_time_column(valid_until, n, "valid_until", nullable=True)
+        vf = _time.as_time_column(valid_from, n, "valid_from", open_end=_time.OPEN_START)
+        vu = _time.as_time_column(valid_until, n, "valid_until", open_end=_time.OPEN_END)
         counts = np.broadcast_to(np.asarray(access_count, dtype=np.float64), (n,))
         if np.any(counts < 0):
             raise ValueError("access_count must be >= 0")
@@ -137,10 +134,6 @@ class DecayPolicy:
     def max_log_weight(self) -> float:
         """An upper bound of log w over all points (0: some point may weigh 1)."""
         return 0.0
-
-
-def _len(values: Any) -> int:
-    return len(values)
 
 
 @dataclass(frozen=True)

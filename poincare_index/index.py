@@ -152,11 +152,9 @@ class _IndexBase:
     ) -> None:
         n = arr.shape[0]
         # Validate the whole batch before the first chunk so a bad row changes nothing.
-        t_us = _time.as_time_column(
-            t, n, "t", nullable=False, default=_time.now_micros() if t is None else None
-        )
-        vf = _time.as_time_column(valid_from, n, "valid_from", nullable=True)
-        vu = _time.as_time_column(valid_until, n, "valid_until", nullable=True)
+        t_us = _time.as_time_column(t, n, "t", default=_time.now_micros() if t is None else None)
+        vf = _time.as_time_column(valid_from, n, "valid_from", open_end=_time.OPEN_START)
+        vu = _time.as_time_column(valid_until, n, "valid_until", open_end=_time.OPEN_END)
         check_window(vf, vu)
         meta = metadata_table(metadata, n)
         if n == 0:
