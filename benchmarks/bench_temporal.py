@@ -36,7 +36,7 @@ from poincare_index.datasets import hierarchy
 HERE = os.path.dirname(os.path.abspath(__file__))
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 EFS = [10, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024]
-NS = [10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
+NS = [10, 20, 30, 50, 70, 100, 130, 160, 200, 300, 500, 700, 1000, 1500, 2000, 3000, 5000]
 
 
 @dataclass

@@ -1,0 +1,134 @@
+"""The append-only operation log of a Memory store.
+
+File: 8 magic bytes ``PMLOG\\x00`` + u16 format version, then records. Record: u32 payload
+length, u32 CRC-32 of (sequence number + payload), u64 sequence number, payload. Payload: u32
+length of a UTF-8 JSON header, the header, then raw little-endian float32 vector bytes (possibly
+none). Each record goes to the file in one ``write`` before the operation returns, so a killed
+process loses nothing acknowledged; ``fsync=True`` also survives power loss.
+
+Reading stops at a torn tail (a record cut short by a crash mid-write, which was never
+acknowledged) and truncates it away when opened for appending; a bad checksum on a record that is
+followed by more data is corruption and raises :class:`poincare_index.IndexFormatError`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._core import IndexFormatError
+
+__all__ = ["LogWriter", "read_log", "LOG_MAGIC", "LOG_VERSION"]
+
+LOG_MAGIC = b"PMLOG\x00"
+LOG_VERSION = 1
+_FILE_HEADER = struct.Struct("<6sH")
+_RECORD = struct.Struct("<IIQ")
+_MAX_RECORD = 1 << 31
+
+
+def _encode(seq: int, header: dict[str, Any], vectors: NDArray[np.float32] | None) -> bytes:
+    head = json.dumps(header, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    body = struct.pack("<I", len(head)) + head
+    if vectors is not None:
+        body += np.ascontiguousarray(vectors, dtype="<f4").tobytes()
+    crc = zlib.crc32(struct.pack("<Q", seq) + body)
+    return _RECORD.pack(len(body), crc, seq) + body
+
+
+def read_log(path: Path) -> tuple[list[tuple[int, dict[str, Any], bytes]], int]:
+    """(records as (seq, header, vector bytes), length of the valid prefix in bytes)."""
+    data = path.read_bytes()
+    if len(data) < _FILE_HEADER.size:
+        return [], 0  # created but never written (crash right after creation)
+    magic, version = _FILE_HEADER.unpack_from(data, 0)
+    if magic != LOG_MAGIC:
+        raise IndexFormatError(f"{path}: not a poincare_memory log (bad magic bytes)")
+    if version != LOG_VERSION:
+        raise IndexFormatError(
+            f"{path}: log format version {version} is not supported (this build reads {LOG_VERSION})"
+        )
+    pos = _FILE_HEADER.size
+    out: list[tuple[int, dict[str, Any], bytes]] = []
+    while pos < len(data):
+        if pos + _RECORD.size > len(data):
+            break  # torn tail
+        length, crc, seq = _RECORD.unpack_from(data, pos)
+        end = pos + _RECORD.size + length
+        if length > _MAX_RECORD or end > len(data):
+            break  # torn tail
+        body = data[pos + _RECORD.size : end]
+        if zlib.crc32(struct.pack("<Q", seq) + body) != crc:
+            if end < len(data):
+                raise IndexFormatError(f"{path}: record at byte {pos} fails its checksum (corrupted log)")
+            break  # a torn last record
+        try:
+            (head_len,) = struct.unpack_from("<I", body, 0)
+            header = json.loads(body[4 : 4 + head_len].decode("utf-8"))
+        except (struct.error, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise IndexFormatError(f"{path}: record at byte {pos} is malformed: {exc}") from None
+        out.append((seq, header, body[4 + head_len :]))
+        pos = end
+    return out, pos
+
+
+class LogWriter:
+    """Appends records to one log file; ``fsync`` also syncs each record to disk."""
+
+    def __init__(self, path: Path, fsync: bool = False) -> None:
+        self.path = path
+        self._fsync = fsync
+        exists = path.exists()
+        valid = read_log(path)[1] if exists else 0
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        if not exists or valid == 0:
+            os.ftruncate(self._fd, 0)
+            os.write(self._fd, _FILE_HEADER.pack(LOG_MAGIC, LOG_VERSION))
+            valid = _FILE_HEADER.size
+        os.ftruncate(self._fd, valid)  # drop a torn tail
+        os.lseek(self._fd, valid, os.SEEK_SET)
+        if fsync or not exists:
+            os.fsync(self._fd)
+
+    def append(self, seq: int, header: dict[str, Any], vectors: NDArray[np.float32] | None = None) -> None:
+        record = _encode(seq, header, vectors)
+        start = os.lseek(self._fd, 0, os.SEEK_CUR)
+        try:
+            view = memoryview(record)
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+            if self._fsync:
+                os.fsync(self._fd)
+        except BaseException:
+            # Never leave half a record in front of the next one.
+            os.ftruncate(self._fd, start)
+            os.lseek(self._fd, start, os.SEEK_SET)
+            raise
+
+    def sync(self) -> None:
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def iter_records(paths: list[Path], after: int) -> Iterator[tuple[int, dict[str, Any], bytes]]:
+    """The records with sequence numbers above ``after``, in order, from the given logs."""
+    last = after
+    for path in paths:
+        for seq, header, blob in read_log(path)[0]:
+            if seq <= last:
+                continue
+            last = seq
+            yield seq, header, blob

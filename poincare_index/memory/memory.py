@@ -1,0 +1,760 @@
+"""Memory: text in, time-aware recall out, on a PoincareIndex with its time columns."""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from numpy.typing import NDArray
+
+from .. import _time
+from ..columns import _ReadWriteLock
+from ..decay import DecayPolicy
+from ..embed import embed_checked
+from ..filters import compile_filter
+from ..geometry import depth as _depth
+from ..geometry import distance as _distance
+from ..index import PoincareIndex
+from .keyword import KeywordIndex
+from .log import LogWriter, iter_records
+from .opening import Config, open_config
+from .result import MemoryStats, Result
+from .retention import write_parquet_durably
+from .rows import Batch, make_batch, metadata_columns, times_as_datetime64
+from .search import SearchRequest, run_search
+from .store import NamespaceDir, StoreLockedError
+from .tokens import approx_token_count
+
+__all__ = ["Memory", "StoreLockedError"]
+
+_UNSET: Any = object()
+_MODES = ("vector", "hybrid", "keyword")
+
+
+class Memory:
+    """A store of memories (text, time, validity window, access count, metadata) with fused search.
+
+    ``Memory(decay=HalfLife(hours=24 * 14))`` keeps everything in this process;
+    ``Memory(path=dir)`` persists to ``dir/<namespace>`` (default namespace "default") and reopens
+    as it was: configuration from the store's config.json, memories from its snapshot and log.
+    Arguments given when reopening replace the saved query settings (decay, depth_bias,
+    time_coef, future_weight); the embedder must be the one the store was built with.
+
+    Thread-safe: searches run concurrently, writes are serialised. One process at a time may
+    open a namespace for writing (:class:`StoreLockedError` otherwise); ``read_only=True`` opens
+    without the lock and refuses writes (a read-only search does not count accesses).
+
+    Durability: every write is in the store's log before the call returns (a killed process
+    loses nothing acknowledged); ``fsync=True`` syncs each write to disk (power loss too).
+    """
+
+    def __init__(
+        self,
+        decay: DecayPolicy | None = _UNSET,
+        embedder: Any = None,
+        depth_bias: float = _UNSET,
+        time_coef: float = _UNSET,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        namespace: str = "default",
+        future_weight: float = _UNSET,
+        token_counter: Callable[[str], int] | None = None,
+        read_only: bool = False,
+        fsync: bool = False,
+        M: int = 16,
+        ef_construction: int = 100,
+        ef_search: int = 64,
+        num_threads: int | None = None,
+        checkpoint_every: int = 20_000,
+    ) -> None:
+        if token_counter is not None and not callable(token_counter):
+            raise TypeError("token_counter must be a callable str -> int")
+        if path is None and read_only:
+            raise ValueError("read_only=True needs a path")
+        self._ns = NamespaceDir(Path(path), namespace) if path is not None else None
+        self._read_only = bool(read_only)
+        if self._ns is not None and not self._read_only:
+            self._ns.lock()
+        try:
+            given = {
+                "decay": decay,
+                "depth_bias": depth_bias,
+                "time_coef": time_coef,
+                "future_weight": future_weight,
+            }
+            self._config: Config = open_config(
+                self._ns,
+                {k: v for k, v in given.items() if v is not _UNSET},
+                embedder,
+                M,
+                ef_construction,
+                read_only,
+            )
+            self._init_state(num_threads, ef_search)
+            self._token_counter = token_counter or approx_token_count
+            self._checkpoint_every = int(checkpoint_every)
+            self._fsync = bool(fsync)
+            self._writer: LogWriter | None = None
+            if self._ns is not None:
+                self._recover()
+        except BaseException:
+            if self._ns is not None:
+                self._ns.unlock()
+            raise
+
+    def _init_state(self, num_threads: int | None, ef_search: int) -> None:
+        cfg = self._config
+        self._index = PoincareIndex(
+            cfg.embedder.dim, M=cfg.M, ef_construction=cfg.ef_construction, seed=0, num_threads=num_threads
+        )
+        self._index.ef_search = ef_search
+        self._mids: list[str | None] = []  # per row (= index id); None once deleted
+        self._texts: list[str | None] = []
+        self._row_of: dict[str, int] = {}
+        self._lock = _ReadWriteLock()  # structure: readers search, writers add/delete
+        self._log_lock = threading.Lock()  # log appends and the touch counters
+        self._seq = 0
+        self._since_checkpoint = 0
+        self._keyword = KeywordIndex()
+        self._keyword_version = -1
+        self._version = 0  # bumped by every structural change
+        self._view_cache: tuple[int, pa.Array, pa.Array] | None = None
+        self._retrievals = 0
+        self._tokens_retrieved = 0
+        self._closed = False
+
+    # ---- configuration --------------------------------------------------------------------
+    @property
+    def decay(self) -> DecayPolicy | None:
+        return self._config.decay
+
+    @property
+    def embedder(self) -> Any:
+        return self._config.embedder
+
+    @property
+    def depth_bias(self) -> float:
+        return self._config.depth_bias
+
+    @property
+    def time_coef(self) -> float:
+        return self._config.time_coef
+
+    @property
+    def path(self) -> Path | None:
+        return self._ns.dir if self._ns is not None else None
+
+    @property
+    def index(self) -> PoincareIndex:
+        """The underlying index (ids are row numbers; read it, do not modify it)."""
+        return self._index
+
+    def __repr__(self) -> str:
+        where = f", path={str(self.path)!r}" if self.path else ""
+        return f"Memory({len(self)} memories, decay={self.decay!r}{where})"
+
+    # ---- writes ---------------------------------------------------------------------------
+    def add(
+        self,
+        text: str,
+        id: str | None = None,
+        t: Any = None,
+        valid_from: Any = None,
+        valid_until: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        vector: Any = None,
+    ) -> str:
+        """Store one memory and return its id (generated when None; an existing id is a
+        ValueError: use :meth:`update`). ``t`` defaults to now; ``vector`` (a point in the
+        ball, the embedder's dimension) skips the embedder."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        vectors = None if vector is None else np.asarray(vector, dtype=np.float64).reshape(1, -1)
+        return self.add_many(
+            [text], None if id is None else [id], t=None if t is None else [t],
+            valid_from=None if valid_from is None else [valid_from],
+            valid_until=None if valid_until is None else [valid_until],
+            metadata=None if metadata is None else [metadata], vectors=vectors,
+        )[0]  # fmt: skip
+
+    def add_many(
+        self,
+        texts: Sequence[str],
+        ids: Sequence[str | None] | None = None,
+        *,
+        t: Any = None,
+        valid_from: Any = None,
+        valid_until: Any = None,
+        metadata: Sequence[Mapping[str, Any] | None] | None = None,
+        vectors: Any = None,
+    ) -> list[str]:
+        """Store a batch (one embedder call); returns the ids. All or nothing: a bad entry
+        raises before anything is stored. Times may be one value for all or one per text."""
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of str; use add() for one text")
+        texts = list(texts)
+        batch = make_batch(texts, ids, t, valid_from, valid_until, metadata, _time.now_micros())
+        if vectors is None:
+            vecs = embed_checked(self._config.embedder, batch.texts) if len(batch) else None
+        else:
+            vecs = np.asarray(vectors)
+            if vecs.ndim != 2 or vecs.shape != (len(batch), self._config.embedder.dim):
+                raise ValueError(
+                    f"vectors must have shape ({len(batch)}, {self._config.embedder.dim}), got {vecs.shape}"
+                )
+        with self._writing():
+            for i, mid in enumerate(batch.ids):
+                if mid in self._row_of:
+                    raise ValueError(f"memory {i}: id {mid!r} already exists (use update)")
+            if len(batch) == 0:
+                return []
+            rows = self._apply_add(batch, vecs)
+            self._log_or_undo({"op": "add", "rows": rows, **_batch_json(batch)}, vecs, rows)
+        return batch.ids
+
+    def delete(self, id: str | None = None, *, filters: Any = None) -> int:
+        """Delete one memory by id (KeyError when unknown), or every memory matching
+        ``filters`` (a dict or a callable on Result). Returns how many were deleted."""
+        if (id is None) == (filters is None):
+            raise TypeError("delete takes an id or filters=, not both or neither")
+        with self._writing():
+            rows = [self._row(id)] if id is not None else self._matching_rows(filters, None)
+            return self._delete_rows(rows)
+
+    def _delete_rows(self, rows: list[int]) -> int:
+        if rows:
+            self._apply_delete(rows)
+            self._log({"op": "delete", "rows": rows})
+        return len(rows)
+
+    def update(
+        self,
+        id: str,
+        text: str | None = None,
+        *,
+        t: Any = _UNSET,
+        valid_from: Any = _UNSET,
+        valid_until: Any = _UNSET,
+        metadata: Mapping[str, Any] | None = None,
+        vector: Any = None,
+    ) -> None:
+        """Change a memory in place: fields not given keep their values (None for a window end
+        opens it); ``metadata`` keys are merged into the existing ones (a None value removes
+        a key). A new text is re-embedded. The access count is kept."""
+        with self._writing():
+            row = self._row(id)
+            old = self._result_rows([row])[0]
+            new_text = old.text if text is None else text
+            meta = dict(old.metadata)
+            if metadata is not None:
+                if not isinstance(metadata, Mapping):
+                    raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
+                for key, value in metadata.items():
+                    meta[key] = value
+                meta = {k: v for k, v in meta.items() if v is not None}
+            batch = make_batch(
+                [new_text], [id], [old.t if t is _UNSET else t],
+                [old.valid_from if valid_from is _UNSET else valid_from],
+                [old.valid_until if valid_until is _UNSET else valid_until],
+                [meta], _time.now_micros(),
+            )  # fmt: skip
+            if vector is not None:
+                vecs = np.asarray(vector, dtype=np.float64).reshape(1, -1)
+            elif text is not None and text != old.text:
+                vecs = embed_checked(self._config.embedder, [new_text])
+            else:
+                vecs = self._index.reconstruct(row).reshape(1, -1)
+            new_rows = self._apply_add(batch, vecs, access=[old.access_count])  # row_of[id] -> new row
+            record = {
+                "op": "update",
+                "old": row,
+                "rows": new_rows,
+                "access": [old.access_count],
+                **_batch_json(batch),
+            }
+            try:
+                self._log(record, vecs)
+            except BaseException:
+                self._apply_delete(new_rows, forget_id=False)
+                self._row_of[id] = row
+                raise
+            self._apply_delete([row], forget_id=False)
+
+    def invalidate(self, id: str, at: Any = None) -> None:
+        """Close a fact's validity window: valid_until = ``at`` (default now)."""
+        at_us = _time.as_time_scalar(at, "at")
+        with self._writing():
+            row = self._row(id)
+            start = int(self._index._columns._valid_from[row])
+            if at_us <= start:
+                raise ValueError(
+                    f"invalidate: at must be after the memory's valid_from "
+                    f"({_time.micros_to_datetime(start)})"
+                )
+            self._apply_invalidate(row, at_us)
+            self._log({"op": "invalidate", "row": row, "until": at_us})
+
+    def forget(
+        self,
+        older_than: timedelta,
+        *,
+        at_time: Any = None,
+        filters: Any = None,
+        archive: str | os.PathLike[str] | None = None,
+    ) -> int:
+        """Retention: delete memories with t < at_time - older_than (and matching ``filters``).
+
+        With ``archive=`` (a .parquet path that must not exist) the rows are written to Parquet
+        and fsynced before anything is deleted; if that fails nothing is deleted. Returns the count.
+        """
+        if not isinstance(older_than, timedelta) or older_than < timedelta(0):
+            raise ValueError(f"older_than must be a non-negative timedelta, got {older_than!r}")
+        cutoff = _time.as_time_scalar(at_time, "at_time") - older_than // timedelta(microseconds=1)
+        with self._writing():
+            rows = self._matching_rows(filters, None)
+            t = self._index._columns._t
+            rows = [r for r in rows if t[r] < cutoff]
+            if archive is not None and rows:
+                write_parquet_durably(self._table(rows), Path(archive))
+            return self._delete_rows(rows)
+
+    def session(self, session_id: str | None = None) -> Any:
+        """A session scope (see :class:`Session`): ``with mem.session("s1") as s: s.add(...)``."""
+        from .session import Session
+
+        return Session(self, session_id)
+
+    # ---- reads ----------------------------------------------------------------------------
+    def search(
+        self,
+        query: str | None = None,
+        k: int = 5,
+        *,
+        at_time: Any = None,
+        filters: Any = None,
+        touch: bool = True,
+        window: timedelta | None = None,
+        mode: str = "vector",
+        max_tokens: int | None = None,
+        vector: Any = None,
+        session: str | None = None,
+        ef: int | None = None,
+        candidates: int = 50,
+    ) -> list[Result]:
+        """The top ``k`` memories for ``query`` (or a ``vector`` in the ball) at ``at_time``.
+
+        score = -distance + depth_bias * depth + time_coef * log(time_weight) (mode "vector",
+        ranked inside the index). mode "keyword": log BM25 + time term; "hybrid": reciprocal
+        rank fusion of the ``candidates`` best by vector and by BM25, then + time term.
+        ``filters``: a dict over the columns and metadata (MongoDB operators, pushed into the
+        index) or a callable on Result (applied after ranking; more are fetched until k pass).
+        ``window``: only memories with t >= at_time - window. ``session``: only that session's
+        memories (see :meth:`session`). ``max_tokens``: the longest prefix
+        of the ranking whose texts fit the budget. ``touch``: count an access on every result.
+        """
+        if mode not in _MODES:
+            raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
+        if (query is None) == (vector is None) and mode == "vector":
+            raise TypeError("search takes a query text or vector=, exactly one")
+        if query is not None and not isinstance(query, str):
+            raise TypeError(f"query must be a str, got {type(query).__name__}")
+        if mode != "vector" and query is None:
+            raise TypeError(f"mode={mode!r} needs a query text")
+        if window is not None and (not isinstance(window, timedelta) or window <= timedelta(0)):
+            raise ValueError(f"window must be a positive timedelta, got {window!r}")
+        if max_tokens is not None and (
+            isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+        ):
+            raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
+        if session is not None and not isinstance(session, str):
+            raise TypeError(f"session must be a str, got {type(session).__name__}")
+        if not isinstance(touch, bool):
+            raise TypeError(f"touch must be True or False, got {type(touch).__name__}")
+        request = SearchRequest(
+            query=query, vector=vector, k=k, at_us=_time.as_time_scalar(at_time, "at_time"),
+            filters=filters, window=window, session=session, mode=mode, ef=ef, candidates=candidates,
+        )  # fmt: skip
+        if request.vector is None and query is not None:
+            request.vector = embed_checked(self._config.embedder, [query])
+        with self._lock.reading():
+            results = run_search(self, request)
+            if max_tokens is not None:
+                results = _fit_budget(results, max_tokens, self._token_counter)
+            if touch and results and not self._read_only:
+                results = self._touch(results)
+        with self._log_lock:
+            self._retrievals += 1
+            self._tokens_retrieved += sum(self._token_counter(r.text) for r in results)
+        return results
+
+    def get(self, id: str) -> Result | None:
+        """The memory with this id, or None."""
+        with self._lock.reading():
+            row = self._row_of.get(id) if isinstance(id, str) else None
+            return None if row is None else self._result_rows([row])[0]
+
+    def __getitem__(self, id: str) -> Result:
+        result = self.get(id)
+        if result is None:
+            raise KeyError(f"no memory with id {id!r}")
+        return result
+
+    def __contains__(self, id: object) -> bool:
+        return isinstance(id, str) and id in self._row_of
+
+    def __len__(self) -> int:
+        return len(self._row_of)
+
+    def __iter__(self) -> Iterator[Result]:
+        """Every memory, oldest row first (a snapshot taken when iteration starts)."""
+        return iter(self.list())
+
+    def list(self, filters: Any = None, *, limit: int | None = None) -> list[Result]:
+        """The memories matching ``filters`` (dict or callable; None: all), in insertion order."""
+        with self._lock.reading():
+            rows = self._matching_rows(filters, limit)
+            return self._result_rows(rows)
+
+    def to_arrow(self) -> pa.Table:
+        """All live memories as a table: id, text, t, valid_from, valid_until, access_count,
+        then the metadata columns."""
+        with self._lock.reading():
+            return self._table([r for r, m in enumerate(self._mids) if m is not None])
+
+    def stats(self) -> MemoryStats:
+        """Counts since this Memory was opened, and the tokens stored (by the token counter)."""
+        with self._lock.reading():
+            stored = sum(
+                self._token_counter(t) for t, m in zip(self._texts, self._mids) if m is not None and t
+            )
+            per = self._tokens_retrieved / self._retrievals if self._retrievals else 0.0
+            return MemoryStats(len(self), self._retrievals, self._tokens_retrieved, per, stored)
+
+    # ---- persistence ----------------------------------------------------------------------
+    def checkpoint(self) -> None:
+        """Write a snapshot and start a fresh log (also done automatically every
+        ``checkpoint_every`` writes and on close)."""
+        if self._ns is None or self._read_only:
+            return
+        with self._lock.writing(), self._log_lock:
+            self._checkpoint_locked()
+
+    def _checkpoint_locked(self) -> None:
+        assert self._ns is not None
+        self._ns.write_snapshot(self._seq, self._index, self._mids, self._texts)
+        if self._writer is not None:
+            self._writer.close()
+        self._writer = LogWriter(self._ns.log_path(self._seq + 1), fsync=self._fsync)
+        self._since_checkpoint = 0
+
+    def close(self) -> None:
+        """Checkpoint (when anything changed), close the log and release the writer lock."""
+        if self._closed:
+            return
+        try:
+            if self._ns is not None and not self._read_only and self._since_checkpoint:
+                self.checkpoint()
+        finally:
+            self._closed = True
+            if self._writer is not None:
+                self._writer.close()
+            if self._ns is not None and not self._read_only:
+                self._ns.unlock()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def inspect(self, port: int = 0) -> Any:  # pragma: no cover - step 4
+        raise NotImplementedError("the inspector is not built yet (step 4)")
+
+    @staticmethod
+    def namespaces(path: str | os.PathLike[str]) -> list[str]:
+        """The namespaces stored under ``path``."""
+        root = Path(path)
+        if not root.is_dir():
+            return []
+        return sorted(p.name for p in root.iterdir() if (p / "config.json").exists())
+
+    # ---- internals ------------------------------------------------------------------------
+    def _writing(self) -> Any:
+        if self._read_only:
+            raise PermissionError("this Memory was opened read_only=True")
+        if self._closed:
+            raise ValueError("this Memory is closed")
+        return self._lock.writing()
+
+    def _row(self, id: Any) -> int:
+        if not isinstance(id, str):
+            raise TypeError(f"id must be a str, got {type(id).__name__}")
+        row = self._row_of.get(id)
+        if row is None:
+            raise KeyError(f"no memory with id {id!r}")
+        return row
+
+    def _apply_add(self, batch: Batch, vecs: Any, access: Sequence[int] | None = None) -> list[int]:
+        first = len(self._mids)
+        rows = list(range(first, first + len(batch)))
+        self._index.add_with_ids(
+            vecs, np.asarray(rows, dtype=np.int64), t=batch.t.astype("datetime64[us]"),
+            valid_from=times_as_datetime64(batch.valid_from, _time.OPEN_START),
+            valid_until=times_as_datetime64(batch.valid_until, _time.OPEN_END),
+            metadata=metadata_columns(batch.metadata),
+        )  # fmt: skip
+        self._mids.extend(batch.ids)
+        self._texts.extend(batch.texts)
+        for row, mid in zip(rows, batch.ids):
+            self._row_of[mid] = row
+        if access is not None:
+            self._index._columns._access[rows] = np.asarray(access, dtype=np.uint32)
+        self._version += 1
+        return rows
+
+    def _apply_delete(self, rows: list[int], forget_id: bool = True) -> None:
+        self._index.remove_ids(np.asarray(rows, dtype=np.int64))
+        for row in rows:
+            mid = self._mids[row]
+            if forget_id and mid is not None and self._row_of.get(mid) == row:
+                del self._row_of[mid]
+            self._mids[row] = None
+            self._texts[row] = None
+        self._version += 1
+
+    def _apply_invalidate(self, row: int, until_us: int) -> None:
+        self._index._columns._valid_until[row] = until_us
+
+    def _apply_touch(self, rows: list[int]) -> None:
+        np.add.at(self._index._columns._access, np.asarray(rows, dtype=np.int64), 1)
+
+    def _touch(self, results: list[Result]) -> list[Result]:
+        rows = [self._row_of[r.id] for r in results]
+        with self._log_lock:
+            self._apply_touch(rows)
+            self._log_locked({"op": "touch", "rows": rows})
+            access = self._index._columns._access
+            return [_replace_count(r, int(access[row])) for r, row in zip(results, rows)]
+
+    def _log(self, header: dict[str, Any], vecs: Any = None) -> None:
+        with self._log_lock:
+            self._log_locked(header, vecs)
+
+    def _log_locked(self, header: dict[str, Any], vecs: Any = None) -> None:
+        if self._ns is None:
+            return
+        assert self._writer is not None
+        self._seq += 1
+        try:
+            self._writer.append(
+                self._seq, header, None if vecs is None else np.asarray(vecs, dtype=np.float32)
+            )
+        except BaseException:
+            self._seq -= 1
+            raise
+        self._since_checkpoint += 1
+        if header["op"] != "touch" and self._since_checkpoint >= self._checkpoint_every:
+            self._checkpoint_locked()
+
+    def _log_or_undo(self, header: dict[str, Any], vecs: Any, rows: list[int]) -> None:
+        """Logs an applied add; if the log write fails, the add is undone."""
+        try:
+            self._log(header, vecs)
+        except BaseException:
+            self._apply_delete(rows)
+            raise
+
+    def _recover(self) -> None:
+        assert self._ns is not None
+        snapshot, snap_seq = self._ns.current()
+        if snapshot is not None:
+            self._index, self._mids, self._texts = self._ns.read_snapshot(snapshot, self._index.num_threads)
+            self._index.ef_search = max(self._index.ef_search, 1)
+            self._row_of = {m: r for r, m in enumerate(self._mids) if m is not None}
+        self._seq = snap_seq
+        for seq, header, blob in iter_records(self._ns.log_paths(), snap_seq):
+            self._replay(header, blob)
+            self._seq = seq
+            self._since_checkpoint += 1
+        if not self._read_only:
+            logs = self._ns.log_paths()
+            path = logs[-1] if logs else self._ns.log_path(self._seq + 1)
+            self._writer = LogWriter(path, fsync=self._fsync)
+
+    def _replay(self, header: dict[str, Any], blob: bytes) -> None:
+        op = header["op"]
+        if op in ("add", "update"):
+            batch = _batch_from_json(header)
+            vecs = np.frombuffer(blob, dtype="<f4").reshape(len(batch), self._config.embedder.dim)
+            self._apply_add(batch, vecs, access=header.get("access"))
+            if op == "update":
+                self._apply_delete([int(header["old"])], forget_id=False)
+        elif op == "delete":
+            self._apply_delete([int(r) for r in header["rows"]])
+        elif op == "invalidate":
+            self._apply_invalidate(int(header["row"]), int(header["until"]))
+        elif op == "touch":
+            self._apply_touch([int(r) for r in header["rows"]])
+        else:
+            raise ValueError(f"unknown log operation {op!r}")
+
+    # ---- views ----------------------------------------------------------------------------
+    def _view_arrays(self) -> tuple[pa.Array, pa.Array]:
+        cached = self._view_cache
+        if cached is None or cached[0] != self._version:
+            cached = (self._version, pa.array(self._mids, pa.string()), pa.array(self._texts, pa.string()))
+            self._view_cache = cached
+        return cached[1], cached[2]
+
+    def _view(self) -> pa.Table:
+        """The index's columns with the memory id and text: one row per index row."""
+        table = self._index.columns
+        mids, texts = self._view_arrays()
+        return table.set_column(0, "id", mids).add_column(1, "text", texts)
+
+    def _table(self, rows: list[int]) -> pa.Table:
+        return self._view().take(pa.array(rows, pa.int64()))
+
+    def _mask(self, filters: Mapping[str, Any] | None, window_start: int | None) -> NDArray[np.bool_] | None:
+        """Rows allowed by a filter dict and a window start (None: no restriction)."""
+        mask = None
+        if filters is not None:
+            mask = compile_filter(dict(filters), self._view())
+        if window_start is not None:
+            n = len(self._mids)
+            in_window = self._index._columns._t[:n] >= window_start
+            mask = in_window if mask is None else mask & in_window
+        return mask
+
+    def _matching_rows(self, filters: Any, limit: int | None) -> list[int]:
+        if filters is None or isinstance(filters, Mapping):
+            mask = self._mask(filters, None)
+            live = np.array([m is not None for m in self._mids], dtype=bool)
+            rows = np.flatnonzero(live if mask is None else live & mask).tolist()
+            return rows[:limit] if limit is not None else rows
+        if not callable(filters):
+            raise TypeError(f"filters must be a dict or a callable on Result, got {type(filters).__name__}")
+        out = []
+        for row, mid in enumerate(self._mids):
+            if mid is not None and filters(self._result_rows([row])[0]):
+                out.append(row)
+                if limit is not None and len(out) >= limit:
+                    break
+        return out
+
+    def _result_rows(self, rows: list[int], scored: Sequence[dict[str, Any]] | None = None) -> list[Result]:
+        """Results for rows; ``scored`` gives each one's score fields (NaN when absent)."""
+        if not rows:
+            return []
+        cols = self._index._columns
+        meta_table = cols.metadata
+        metas = (
+            meta_table.take(pa.array(rows, pa.int64())).to_pylist()
+            if meta_table is not None
+            else [{} for _ in rows]
+        )
+        out = []
+        for i, row in enumerate(rows):
+            vf, vu = int(cols._valid_from[row]), int(cols._valid_until[row])
+            fields = dict(
+                id=self._mids[row], text=self._texts[row],
+                t=_time.micros_to_datetime(int(cols._t[row])),
+                valid_from=None if vf == _time.OPEN_START else _time.micros_to_datetime(vf),
+                valid_until=None if vu == _time.OPEN_END else _time.micros_to_datetime(vu),
+                access_count=int(cols._access[row]),
+                metadata={k: v for k, v in metas[i].items() if v is not None},
+                depth_bias=self._config.depth_bias, time_coef=self._config.time_coef,
+            )  # fmt: skip
+            extra = scored[i] if scored is not None else {}
+            for name in ("score", "distance", "depth", "time_weight"):
+                fields[name] = extra.get(name, math.nan)
+            for name in ("mode", "relevance", "vector_rank", "keyword_rank"):
+                if name in extra:
+                    fields[name] = extra[name]
+            out.append(Result(**fields))
+        return out
+
+    def _exact_terms(self, rows: list[int], query_vec: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any]]:
+        """float64 (distance to the query, depth) of rows, for keyword/hybrid results."""
+        pts = np.stack([self._index.reconstruct(r) for r in rows]).astype(np.float64)
+        return _distance(query_vec.astype(np.float64), pts), _depth(pts)
+
+    def _log_weights(self, rows: list[int], at_us: int) -> NDArray[np.float64]:
+        decay = self._config.decay
+        if decay is None or not rows:
+            return np.zeros(len(rows))
+        cols = self._index._columns
+        idx = np.asarray(rows, dtype=np.int64)
+        return np.asarray(
+            decay.log_weight(
+                cols._t[idx].astype("datetime64[us]"),
+                _time.micros_to_datetime(at_us),
+                times_as_datetime64(cols._valid_from[idx], _time.OPEN_START),
+                times_as_datetime64(cols._valid_until[idx], _time.OPEN_END),
+                cols._access[idx].astype(np.float64),
+                future_weight=self._config.future_weight,
+            )  # fmt: skip
+        )
+
+    def _keyword_scores(self, query: str) -> NDArray[np.float64]:
+        if self._keyword_version != self._version:
+            with self._log_lock:
+                if self._keyword_version != self._version:
+                    live = [r for r, m in enumerate(self._mids) if m is not None]
+                    self._keyword.build(
+                        np.asarray(live, dtype=np.int64), [self._texts[r] or "" for r in live]
+                    )
+                    self._keyword_version = self._version
+        return self._keyword.scores(query, len(self._mids))
+
+
+def _replace_count(r: Result, count: int) -> Result:
+    from dataclasses import replace
+
+    return replace(r, access_count=count)
+
+
+def _fit_budget(results: list[Result], budget: int, counter: Callable[[str], int]) -> list[Result]:
+    out, used = [], 0
+    for r in results:
+        used += int(counter(r.text))
+        if used > budget:
+            break
+        out.append(r)
+    return out
+
+
+def _json_time(values: NDArray[np.int64], open_end: int) -> list[int | None]:
+    return [None if v == open_end else int(v) for v in values.tolist()]
+
+
+def _batch_json(batch: Batch) -> dict[str, Any]:
+    from .codec import value_to_json
+
+    return {
+        "ids": batch.ids, "texts": batch.texts, "t": batch.t.tolist(),
+        "valid_from": _json_time(batch.valid_from, _time.OPEN_START),
+        "valid_until": _json_time(batch.valid_until, _time.OPEN_END),
+        "metadata": [{k: value_to_json(v) for k, v in m.items()} for m in batch.metadata],
+    }  # fmt: skip
+
+
+def _batch_from_json(h: dict[str, Any]) -> Batch:
+    from .codec import value_from_json
+
+    def times(values: list[int | None], open_end: int) -> NDArray[np.int64]:
+        return np.array([open_end if v is None else v for v in values], dtype=np.int64)
+
+    return Batch(
+        list(h["ids"]), list(h["texts"]), np.asarray(h["t"], dtype=np.int64),
+        times(h["valid_from"], _time.OPEN_START), times(h["valid_until"], _time.OPEN_END),
+        [{k: value_from_json(v) for k, v in m.items()} for m in h["metadata"]],
+    )  # fmt: skip

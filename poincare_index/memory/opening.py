@@ -1,0 +1,139 @@
+"""A Memory's configuration: what a new store is given, and what a reopened one reads back."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+from ..decay import DEFAULT_FUTURE_WEIGHT, DecayPolicy, check_future_weight
+from ..embed import Embedder, HashingEmbedder, MiniLMEmbedder
+from .codec import policy_from_json, policy_to_json
+from .store import NamespaceDir
+
+__all__ = ["Config", "open_config", "embedder_spec"]
+
+
+@dataclass(frozen=True)
+class Config:
+    decay: DecayPolicy | None
+    embedder: Any
+    depth_bias: float
+    time_coef: float
+    future_weight: float
+    M: int
+    ef_construction: int
+
+
+def _number(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return v
+
+
+def embedder_spec(embedder: Any) -> dict[str, Any]:
+    """How a saved store names (and, for the built-in ones, rebuilds) its embedder."""
+    spec: dict[str, Any] = {"name": embedder.name, "dim": int(embedder.dim)}
+    if isinstance(embedder, HashingEmbedder):
+        spec.update(kind="hashing", radius=embedder.radius)
+    elif isinstance(embedder, MiniLMEmbedder):
+        spec.update(kind="minilm", scale=embedder.scale)
+    else:
+        spec.update(kind="custom")
+    return spec
+
+
+def _rebuild_embedder(spec: dict[str, Any]) -> Any:
+    if spec.get("kind") == "hashing":
+        return HashingEmbedder(dim=int(spec["dim"]), radius=float(spec["radius"]))
+    if spec.get("kind") == "minilm":
+        return MiniLMEmbedder(scale=float(spec["scale"]))
+    raise ValueError(
+        f"this store was built with the embedder {spec['name']!r} (dim {spec['dim']}); "
+        "pass the same embedder= to reopen it"
+    )
+
+
+def _check_embedder(embedder: Any) -> Any:
+    if embedder is None:
+        return HashingEmbedder()
+    if callable(embedder) and not isinstance(embedder, Embedder):
+        raise TypeError(
+            "embedder must have name, dim and embed(texts); wrap a function with "
+            "poincare_index.embed.CallableEmbedder(fn, dim=..., name=...)"
+        )
+    if not isinstance(embedder, Embedder) or not isinstance(embedder.name, str):
+        raise TypeError(
+            f"embedder must have name (str), dim (int) and embed(texts), got {type(embedder).__name__}"
+        )
+    if isinstance(embedder.dim, bool) or not isinstance(embedder.dim, int) or embedder.dim < 1:
+        raise ValueError(f"embedder.dim must be a positive int, got {embedder.dim!r}")
+    return embedder
+
+
+def open_config(
+    ns: NamespaceDir | None,
+    given: dict[str, Any],
+    embedder: Any,
+    M: int,
+    ef_construction: int,
+    read_only: bool,
+) -> Config:
+    """The configuration of a new store (from ``given`` and defaults, saved when there is a
+    path) or of an existing one (saved values, overridden by ``given``; embedder checked)."""
+    if "decay" in given and given["decay"] is not None and not isinstance(given["decay"], DecayPolicy):
+        raise TypeError(
+            f"decay must be a decay policy (e.g. HalfLife(hours=...)) or None, "
+            f"got {type(given['decay']).__name__}"
+        )
+    saved: dict[str, Any] = {}
+    if ns is not None and ns.exists:
+        saved = ns.read_config()
+    elif ns is not None and read_only:
+        raise FileNotFoundError(f"no memory store at {ns.dir}")
+    if saved:
+        spec = saved["embedder"]
+        if embedder is None:
+            embedder = _rebuild_embedder(spec)
+        embedder = _check_embedder(embedder)
+        if embedder.name != spec["name"] or embedder.dim != spec["dim"]:
+            raise ValueError(
+                f"embedder mismatch: the store at {ns.dir if ns else ''} was built with {spec['name']!r} "
+                f"(dim {spec['dim']}), not {embedder.name!r} (dim {embedder.dim})"
+            )
+        decay = given["decay"] if "decay" in given else policy_from_json(saved["decay"])
+        depth_bias = given.get("depth_bias", saved["depth_bias"])
+        time_coef = given.get("time_coef", saved["time_coef"])
+        future_weight = given.get("future_weight", saved["future_weight"])
+        M, ef_construction = int(saved["M"]), int(saved["ef_construction"])
+    else:
+        embedder = _check_embedder(embedder)
+        decay = given.get("decay")
+        depth_bias = given.get("depth_bias", 0.0)
+        time_coef = given.get("time_coef", 1.0)
+        future_weight = given.get("future_weight", DEFAULT_FUTURE_WEIGHT)
+    cfg = Config(
+        decay=decay,
+        embedder=embedder,
+        depth_bias=_number(depth_bias, "depth_bias"),
+        time_coef=_number(time_coef, "time_coef"),
+        future_weight=check_future_weight(future_weight),
+        M=M,
+        ef_construction=ef_construction,
+    )
+    body = {
+        "embedder": embedder_spec(cfg.embedder),
+        "decay": policy_to_json(cfg.decay),
+        "depth_bias": cfg.depth_bias,
+        "time_coef": cfg.time_coef,
+        "future_weight": cfg.future_weight,
+        "M": cfg.M,
+        "ef_construction": cfg.ef_construction,
+    }
+    if ns is not None and not read_only and (not saved or any(saved.get(k) != v for k, v in body.items())):
+        ns.write_config(body)
+    return cfg

@@ -1,0 +1,122 @@
+"""Input checks for memories: ids, texts, times and metadata rows, one batch at a time."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from numpy.typing import NDArray
+
+from .. import _time
+from ..columns import check_window
+from .codec import check_metadata_value
+
+__all__ = ["BUILTIN_COLUMNS", "Batch", "make_batch", "metadata_columns"]
+
+# Columns every memory has; metadata keys may not reuse them.
+BUILTIN_COLUMNS = ("id", "text", "t", "valid_from", "valid_until", "access_count")
+
+
+@dataclass
+class Batch:
+    """Validated memories ready to store: times in UTC microseconds (open ends as sentinels)."""
+
+    ids: list[str]
+    texts: list[str]
+    t: NDArray[np.int64]
+    valid_from: NDArray[np.int64]
+    valid_until: NDArray[np.int64]
+    metadata: list[dict[str, Any]]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def _check_id(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{where}: id must be a str, got {type(value).__name__}")
+    if not value:
+        raise ValueError(f"{where}: id must not be empty")
+    return value
+
+
+def _check_metadata(meta: Any, where: str) -> dict[str, Any]:
+    if meta is None:
+        return {}
+    if not isinstance(meta, Mapping):
+        raise TypeError(f"{where}: metadata must be a dict, got {type(meta).__name__}")
+    out = {}
+    for key, value in meta.items():
+        if not isinstance(key, str) or not key:
+            raise TypeError(f"{where}: metadata keys must be non-empty str, got {key!r}")
+        if key in BUILTIN_COLUMNS:
+            raise ValueError(f"{where}: metadata key {key!r} clashes with the built-in column {key!r}")
+        check_metadata_value(key, value, where)
+        out[key] = value
+    return out
+
+
+def make_batch(
+    texts: Sequence[str],
+    ids: Sequence[Any] | None,
+    t: Any,
+    valid_from: Any,
+    valid_until: Any,
+    metadata: Sequence[Any] | None,
+    now_us: int,
+) -> Batch:
+    """Validates one batch (TypeError/ValueError naming the entry); generates missing ids."""
+    n = len(texts)
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"texts[{i}] must be a str, got {type(text).__name__}")
+    if ids is None:
+        id_list = [uuid.uuid4().hex for _ in range(n)]
+    else:
+        if isinstance(ids, str) or len(ids) != n:
+            raise ValueError(f"ids must be a sequence of {n} str")
+        id_list = [uuid.uuid4().hex if v is None else _check_id(v, f"memory {i}") for i, v in enumerate(ids)]
+        if len(set(id_list)) != n:
+            raise ValueError("ids holds duplicates")
+    t_us = _time.as_time_column(t, n, "t", default=now_us if t is None else None)
+    vf = _time.as_time_column(valid_from, n, "valid_from", open_end=_time.OPEN_START)
+    vu = _time.as_time_column(valid_until, n, "valid_until", open_end=_time.OPEN_END)
+    check_window(vf, vu)
+    if metadata is None:
+        metas: list[dict[str, Any]] = [{} for _ in range(n)]
+    else:
+        if isinstance(metadata, Mapping) or len(metadata) != n:
+            raise ValueError(f"metadata must be a sequence of {n} dicts (one per memory)")
+        metas = [_check_metadata(m, f"memory {i}") for i, m in enumerate(metadata)]
+    return Batch(id_list, list(texts), t_us, vf, vu, metas)
+
+
+def metadata_columns(metas: list[dict[str, Any]]) -> pa.Table | None:
+    """Rows of metadata -> a table (missing keys null); ValueError when a key mixes types."""
+    keys: list[str] = []
+    for m in metas:
+        keys.extend(k for k in m if k not in keys)
+    if not keys:
+        return None
+    columns = {}
+    for key in keys:
+        values = [m.get(key) for m in metas]
+        try:
+            arr = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise ValueError(f"metadata {key!r} mixes value types: {exc}") from None
+        if pa.types.is_timestamp(arr.type):
+            arr = arr.cast(pa.timestamp("us", tz="UTC"))
+        columns[key] = arr
+    return pa.table(columns)
+
+
+def times_as_datetime64(us: NDArray[np.int64], open_end: int) -> NDArray[np.datetime64]:
+    """Microseconds -> datetime64[us] with NaT where the value is the open-end sentinel."""
+    out = us.astype("datetime64[us]")
+    out[us == open_end] = np.datetime64("NaT")
+    return out

@@ -1,0 +1,156 @@
+"""The three search modes of a Memory: vector (fused inside the index), keyword and hybrid."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .._time import micros_to_datetime
+from .._validation import as_positive_int
+from .keyword import reciprocal_rank_fusion
+from .result import Result
+
+if TYPE_CHECKING:
+    from .memory import Memory
+
+__all__ = ["SearchRequest", "run_search"]
+
+
+@dataclass
+class SearchRequest:
+    query: str | None
+    vector: Any
+    k: int
+    at_us: int
+    filters: Any
+    window: timedelta | None
+    session: str | None
+    mode: str
+    ef: int | None
+    candidates: int
+
+
+def run_search(mem: Memory, req: SearchRequest) -> list[Result]:
+    """Ranked results of one validated request (the caller holds the Memory's read lock)."""
+    k = as_positive_int(req.k, "k")
+    as_positive_int(req.candidates, "candidates")
+    post = None
+    dict_filter = None
+    if req.filters is not None:
+        if isinstance(req.filters, Mapping):
+            dict_filter = req.filters
+        elif callable(req.filters):
+            post = req.filters
+        else:
+            raise TypeError(
+                f"filters must be a dict or a callable on Result, got {type(req.filters).__name__}"
+            )
+    if req.vector is not None:
+        vec = np.asarray(req.vector, dtype=np.float64)
+        if vec.ndim == 1:
+            vec = vec.reshape(1, -1)
+        req.vector = vec
+    start = None if req.window is None else req.at_us - req.window // timedelta(microseconds=1)
+    if req.session is not None:
+        scope = {"session": req.session}
+        dict_filter = scope if dict_filter is None else {"$and": [scope, dict(dict_filter)]}
+    mask = mem._mask(dict_filter, start)
+    if len(mem) == 0:
+        return []
+    fetch = k
+    while True:
+        if req.mode == "vector":
+            results = _vector(mem, req, fetch, mask)
+        else:
+            results = _lexical(mem, req, fetch, mask)
+        exhausted = len(results) < fetch
+        if post is not None:
+            results = [r for r in results if post(r)]
+        if len(results) >= k or exhausted or post is None:
+            return results[:k]
+        fetch = min(fetch * 4, max(len(mem), k))
+
+
+def _vector(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Result]:
+    cfg = mem._config
+    ef = max(req.ef if req.ef is not None else mem._index.ef_search, fetch)
+    r = mem._index.search_scored(
+        req.vector, fetch, decay=cfg.decay, at_time=micros_to_datetime(req.at_us),
+        depth_bias=cfg.depth_bias, time_coef=cfg.time_coef, filters=mask, ef=ef,
+        touch=False, future_weight=cfg.future_weight,
+    )  # fmt: skip
+    keep = r.ids[0] >= 0
+    rows = r.ids[0][keep].tolist()
+    scored = [
+        {
+            "score": float(s),
+            "distance": float(d),
+            "depth": float(h),
+            "time_weight": float(w),
+            "mode": "vector",
+        }
+        for s, d, h, w in zip(
+            r.scores[0][keep], r.distances[0][keep], r.depths[0][keep], r.time_weights[0][keep]
+        )
+    ]
+    return mem._result_rows(rows, scored)
+
+
+def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Result]:
+    """keyword: log BM25 + time term over every matching memory; hybrid: RRF of the best
+    ``candidates`` by vector distance and by BM25, + time term."""
+    cfg = mem._config
+    assert req.query is not None
+    bm25 = mem._keyword_scores(req.query)
+    allowed = bm25 > 0
+    if mask is not None:
+        allowed &= mask
+    live = np.array([m is not None for m in mem._mids], dtype=bool)
+    allowed &= live
+    keyword_rows = np.flatnonzero(allowed)
+    keyword_rank = keyword_rows[np.argsort(-bm25[keyword_rows], kind="stable")]
+    if req.mode == "keyword":
+        rows = keyword_rank.tolist()
+        relevance = {r: math.log(bm25[r]) for r in rows}
+        vector_ranks: dict[int, int] = {}
+    else:
+        depth = max(req.candidates, fetch)
+        r = mem._index.search_scored(
+            req.vector, depth, decay=None, time_coef=0.0, filters=mask,
+            ef=max(depth, mem._index.ef_search), touch=False, at_time=micros_to_datetime(req.at_us),
+        )  # fmt: skip
+        vec_rank = r.ids[0][r.ids[0] >= 0]
+        fused = reciprocal_rank_fusion([vec_rank, keyword_rank[:depth]])
+        rows = list(fused)
+        relevance = {row: math.log(s) for row, s in fused.items()}
+        vector_ranks = {int(row): i + 1 for i, row in enumerate(vec_rank.tolist())}
+    if not rows:
+        return []
+    logw = mem._log_weights(rows, req.at_us)
+    time_term = cfg.time_coef * logw if cfg.time_coef else np.zeros(len(rows))
+    score = np.array([relevance[r] for r in rows]) + time_term
+    order = np.argsort(-score, kind="stable")[:fetch]
+    top = [rows[i] for i in order]
+    kw_ranks = {int(row): i + 1 for i, row in enumerate(keyword_rank.tolist())}
+    dist, depths = mem._exact_terms(top, req.vector[0]) if req.vector is not None else (None, None)
+    scored = []
+    for j, i in enumerate(order):
+        row = rows[i]
+        scored.append(
+            {
+                "score": float(score[i]),
+                "distance": float(dist[j]) if dist is not None else math.nan,
+                "depth": float(depths[j]) if depths is not None else math.nan,
+                "time_weight": float(np.exp(logw[i])),
+                "mode": req.mode,
+                "relevance": relevance[row],
+                "vector_rank": vector_ranks.get(row),
+                "keyword_rank": kw_ranks.get(row),
+            }
+        )
+    return mem._result_rows(top, scored)

@@ -1,0 +1,217 @@
+"""On-disk layout of a Memory store: one directory per namespace under the store's path.
+
+    <path>/<namespace>/config.json        format, version, embedder (name, dim, how to rebuild it),
+                                          decay policy, depth_bias, time_coef, ...; CRC-32 inside
+    <path>/<namespace>/LOCK               flock'ed by the one process that opened it for writing
+    <path>/<namespace>/CURRENT            names the live snapshot and the last sequence number in it
+    <path>/<namespace>/snap-<seq>/        index/ (a saved PoincareIndex with its Arrow columns),
+                                          rows.arrow (memory id and text per row), manifest.json
+    <path>/<namespace>/log-<seq>.bin      operations after the snapshot (see log.py)
+
+Opening = the snapshot CURRENT names + every logged operation with a higher sequence number. A
+checkpoint writes a new snapshot directory, switches CURRENT (write beside, fsync, rename, fsync
+the directory), starts a new log and only then deletes the old snapshot and logs: a crash at any
+point leaves a store that opens to every acknowledged operation.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import shutil
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from .._core import IndexFormatError
+from ..columns import file_crc32
+from ..index import PoincareIndex
+from ..io import _fsync_dir, read_index, write_index
+
+__all__ = ["StoreLockedError", "NamespaceDir", "valid_namespace"]
+
+CONFIG_FORMAT = "poincare_memory"
+CONFIG_VERSION = 1
+_NAMESPACE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+_SNAP = re.compile(r"^snap-(\d{16})$")
+_LOG = re.compile(r"^log-(\d{16})\.bin$")
+
+
+class StoreLockedError(RuntimeError):
+    """Another process (or another Memory in this one) has the namespace open for writing."""
+
+
+def valid_namespace(name: Any) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"namespace must be a str, got {type(name).__name__}")
+    if not _NAMESPACE.match(name):
+        raise ValueError(
+            f"namespace {name!r} must be 1-64 characters of letters, digits, '_', '.', '-' "
+            "(not starting with '.' or '-')"
+        )
+    return name
+
+
+def _checksum(body: dict[str, Any]) -> int:
+    return zlib.crc32(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
+
+
+def write_json_atomic(path: Path, body: dict[str, Any]) -> None:
+    doc = dict(body, checksum=_checksum(body))
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def read_json_checked(path: Path, what: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise IndexFormatError(f"{path}: {what} is unreadable: {exc}") from None
+    if not isinstance(doc, dict) or "checksum" not in doc:
+        raise IndexFormatError(f"{path}: {what} has no checksum")
+    stored = doc.pop("checksum")
+    if stored != _checksum(doc):
+        raise IndexFormatError(f"{path}: {what} fails its checksum (corrupted)")
+    return doc
+
+
+class NamespaceDir:
+    """Files of one namespace; ``lock()`` takes the writer lock (non-blocking)."""
+
+    def __init__(self, root: Path, namespace: str) -> None:
+        self.dir = Path(root) / valid_namespace(namespace)
+        self._lock_fd = -1
+
+    @property
+    def exists(self) -> bool:
+        return (self.dir / "config.json").exists()
+
+    # ---- the writer lock ---------------------------------------------------------------------
+    def lock(self) -> None:
+        import fcntl
+
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.dir / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise StoreLockedError(
+                    f"memory store {self.dir} is open for writing elsewhere (another process, or "
+                    "another Memory in this one); close it first or open with read_only=True"
+                ) from None
+            raise
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)  # closing the descriptor releases the flock
+            self._lock_fd = -1
+
+    # ---- configuration -----------------------------------------------------------------------
+    def read_config(self) -> dict[str, Any]:
+        doc = read_json_checked(self.dir / "config.json", "the store configuration")
+        if doc.get("format") != CONFIG_FORMAT:
+            raise IndexFormatError(f"{self.dir}: not a poincare_memory store")
+        if doc.get("version") != CONFIG_VERSION:
+            raise IndexFormatError(
+                f"{self.dir}: store format version {doc.get('version')} is not supported "
+                f"(this build reads {CONFIG_VERSION})"
+            )
+        return doc
+
+    def write_config(self, body: dict[str, Any]) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(self.dir / "config.json", dict(body, format=CONFIG_FORMAT, version=CONFIG_VERSION))
+
+    # ---- snapshots ---------------------------------------------------------------------------
+    def current(self) -> tuple[str | None, int]:
+        """(snapshot directory name or None, last sequence number it holds)."""
+        path = self.dir / "CURRENT"
+        if not path.exists():
+            return None, 0
+        doc = read_json_checked(path, "CURRENT")
+        return doc["snapshot"], int(doc["seq"])
+
+    def write_snapshot(
+        self, seq: int, index: PoincareIndex, mids: list[str | None], texts: list[str | None]
+    ) -> None:
+        name = f"snap-{seq:016d}"
+        tmp = self.dir / (name + ".tmp")
+        final = self.dir / name
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        write_index(index, tmp / "index")
+        rows = pa.table({"id": pa.array(mids, pa.string()), "text": pa.array(texts, pa.string())})
+        with pa.OSFile(str(tmp / "rows.arrow"), "wb") as sink:
+            with pa.ipc.new_file(sink, rows.schema) as writer:
+                writer.write_table(rows)
+        with open(tmp / "rows.arrow", "rb+") as f:
+            os.fsync(f.fileno())
+        write_json_atomic(
+            tmp / "manifest.json",
+            {"seq": seq, "rows": len(mids), "rows_crc32": file_crc32(tmp / "rows.arrow")},
+        )
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        _fsync_dir(self.dir)
+        write_json_atomic(self.dir / "CURRENT", {"snapshot": name, "seq": seq})
+        self._remove_stale(keep_snapshot=name, first_log_seq=seq + 1)
+
+    def read_snapshot(
+        self, name: str, num_threads: int | None
+    ) -> tuple[PoincareIndex, list[str | None], list[str | None]]:
+        snap = self.dir / name
+        manifest = read_json_checked(snap / "manifest.json", "the snapshot manifest")
+        rows_path = snap / "rows.arrow"
+        if not rows_path.exists() or file_crc32(rows_path) != manifest["rows_crc32"]:
+            raise IndexFormatError(f"{rows_path}: missing or fails its checksum (corrupted snapshot)")
+        try:
+            with pa.memory_map(str(rows_path)) as source:
+                rows = pa.ipc.open_file(source).read_all()
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise IndexFormatError(f"{rows_path}: unreadable: {exc}") from None
+        index = read_index(snap / "index", num_threads=num_threads)
+        if (
+            not isinstance(index, PoincareIndex)
+            or rows.num_rows != manifest["rows"]
+            or len(index.columns) != rows.num_rows
+        ):
+            raise IndexFormatError(f"{snap}: the index and the rows file disagree (corrupted snapshot)")
+        return index, rows.column("id").to_pylist(), rows.column("text").to_pylist()
+
+    # ---- logs --------------------------------------------------------------------------------
+    def log_paths(self) -> list[Path]:
+        found = []
+        for p in self.dir.iterdir() if self.dir.exists() else ():
+            m = _LOG.match(p.name)
+            if m:
+                found.append((int(m.group(1)), p))
+        return [p for _, p in sorted(found)]
+
+    def log_path(self, first_seq: int) -> Path:
+        return self.dir / f"log-{first_seq:016d}.bin"
+
+    def _remove_stale(self, keep_snapshot: str, first_log_seq: int) -> None:
+        """Old snapshots and logs wholly covered by the snapshot (after CURRENT moved on)."""
+        for p in self.dir.iterdir():
+            if _SNAP.match(p.name) and p.name != keep_snapshot or p.name.endswith(".tmp"):
+                if p.is_dir():
+                    shutil.rmtree(p, ignore_errors=True)
+        logs = self.log_paths()
+        for p in logs:
+            m = _LOG.match(p.name)
+            if m and int(m.group(1)) < first_log_seq and p != self.log_path(first_log_seq):
+                p.unlink(missing_ok=True)

@@ -1,0 +1,183 @@
+"""Memory persistence: reopen as it was, a killed writer loses nothing acknowledged, locks,
+namespaces, corrupted files refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+
+import poincare_index as pi
+from poincare_index.embed import CallableEmbedder, HashingEmbedder
+from poincare_memory import Ebbinghaus, HalfLife, Memory, Product, StoreLockedError, ValidityWindow
+
+NOW = datetime(2026, 6, 1, 12, tzinfo=timezone.utc)
+TEXTS = [f"note {i}: {w}" for i, w in enumerate("alpha beta gamma delta epsilon zeta eta theta iota kappa".split())]
+
+
+def fill(mem: Memory) -> None:
+    for i, text in enumerate(TEXTS):
+        mem.add(text, id=f"n{i}", t=NOW - timedelta(days=i), metadata={"even": i % 2 == 0})
+    mem.search("alpha", k=3, at_time=NOW)  # touches
+    mem.update("n3", "note 3: delta revised", metadata={"rev": 2})
+    mem.invalidate("n4", at=NOW - timedelta(days=1))
+    mem.delete("n5")
+
+
+def snapshot_of(mem: Memory):
+    hits = [(r.id, round(r.score, 12), r.access_count) for r in mem.search("note delta", k=8, at_time=NOW, touch=False)]
+    return hits, mem.to_arrow().to_pylist()
+
+
+@pytest.mark.parametrize("checkpoint_every", [1_000, 3])
+def test_reopen_gives_the_same_memories_and_results(tmp_path, checkpoint_every):
+    decay = Product(Ebbinghaus(stability_hours=48, boost_per_access=0.5), ValidityWindow())
+    with Memory(decay=decay, depth_bias=0.05, path=tmp_path, checkpoint_every=checkpoint_every) as mem:
+        fill(mem)
+        before = snapshot_of(mem)
+    again = Memory(path=tmp_path)  # configuration from the store
+    assert again.decay == decay and again.depth_bias == 0.05 and again.time_coef == 1.0
+    assert snapshot_of(again) == before
+    assert again["n3"].metadata == {"even": False, "rev": 2} and "n5" not in again
+    again.close()
+
+
+def test_reopen_without_close_replays_the_log(tmp_path):
+    mem = Memory(decay=HalfLife(hours=24), path=tmp_path)
+    fill(mem)
+    before = snapshot_of(mem)
+    mem._ns.unlock()  # simulate the process dying: no close, no checkpoint
+    again = Memory(path=tmp_path)
+    assert snapshot_of(again) == before
+    again.close()
+
+
+def test_killed_writer_loses_nothing_acknowledged(tmp_path):
+    child = textwrap.dedent(
+        f"""
+        import sys
+        from poincare_memory import Memory, HalfLife
+        mem = Memory(decay=HalfLife(hours=24), path={str(tmp_path)!r})
+        i = 0
+        while True:
+            mid = mem.add(f"memory number {{i}} about topic {{i % 13}}", id=f"k{{i}}")
+            print(mid, flush=True)
+            i += 1
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    acknowledged = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        acknowledged.append(line.strip())
+        if len(acknowledged) == 300:
+            break
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    acknowledged += [line.strip() for line in proc.stdout.read().splitlines() if line.strip()]
+    mem = Memory(path=tmp_path)
+    assert all(a in mem for a in acknowledged), "an acknowledged add was lost"
+    assert len(mem) >= len(acknowledged)
+    assert mem.search("topic 5", k=1, touch=False)[0].text.endswith("topic 5")
+    mem.close()
+
+
+def test_a_second_writer_is_refused(tmp_path):
+    mem = Memory(path=tmp_path)
+    mem.add("x", id="x")
+    with pytest.raises(StoreLockedError, match="open for writing"):
+        Memory(path=tmp_path)
+    code = f"from poincare_memory import Memory; Memory(path={str(tmp_path)!r})"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode != 0 and "StoreLockedError" in out.stderr
+    reader = Memory(path=tmp_path, read_only=True)  # readers need no lock
+    assert reader["x"].text == "x"
+    with pytest.raises(PermissionError):
+        reader.add("y")
+    mem.close()
+    Memory(path=tmp_path).close()  # the lock went with close
+
+
+def test_namespaces_are_isolated(tmp_path):
+    a = Memory(path=tmp_path, namespace="agent_1")
+    b = Memory(path=tmp_path, namespace="agent_2", decay=HalfLife(hours=1))
+    a.add("the launch code is blue", id="secret")
+    b.add("the weather is blue today", id="w")
+    assert [r.id for r in b.search("launch code blue", k=5)] == ["w"]
+    assert [r.id for r in a.search("weather", k=5)] == ["secret"]
+    assert Memory.namespaces(tmp_path) == ["agent_1", "agent_2"]
+    a.close()
+    b.close()
+    assert Memory(path=tmp_path, namespace="agent_2", read_only=True).decay == HalfLife(hours=1)
+    with pytest.raises(ValueError, match="namespace"):
+        Memory(path=tmp_path, namespace="../escape")
+
+
+def test_embedder_mismatch_is_refused(tmp_path):
+    Memory(path=tmp_path, embedder=HashingEmbedder(dim=64)).close()
+    with pytest.raises(ValueError, match="embedder mismatch"):
+        Memory(path=tmp_path, embedder=HashingEmbedder(dim=128))
+    Memory(path=tmp_path).close()  # rebuilt from the saved spec
+    toy = CallableEmbedder(lambda ts: np.ones((len(ts), 4)), dim=4, name="toy-model")
+    Memory(path=tmp_path, namespace="custom", embedder=toy).close()
+    with pytest.raises(ValueError, match="toy-model"):
+        Memory(path=tmp_path, namespace="custom")
+    Memory(path=tmp_path, namespace="custom", embedder=toy).close()
+
+
+def _log_file(tmp_path):
+    ns = tmp_path / "default"
+    return sorted(ns.glob("log-*.bin"))[-1]
+
+
+def test_torn_tail_is_dropped_and_corruption_refused(tmp_path):
+    mem = Memory(path=tmp_path)
+    for i in range(5):
+        mem.add(f"m{i}", id=f"m{i}")
+    mem._ns.unlock()
+    log = _log_file(tmp_path)
+    data = log.read_bytes()
+    log.write_bytes(data[:-7])  # the last add torn mid-write (never acknowledged)
+    mem = Memory(path=tmp_path)
+    assert sorted(r.id for r in mem) == ["m0", "m1", "m2", "m3"]
+    mem.add("m9", id="m9")  # appends after the cut
+    mem._ns.unlock()
+    mem = Memory(path=tmp_path)
+    assert "m9" in mem and len(mem) == 5
+    mem._ns.unlock()
+    data = bytearray(log.read_bytes())
+    data[40] ^= 0xFF  # inside the first record
+    log.write_bytes(bytes(data))
+    with pytest.raises(pi.IndexFormatError, match="checksum"):
+        Memory(path=tmp_path)
+
+
+def test_corrupted_config_and_snapshot_are_refused(tmp_path):
+    with Memory(path=tmp_path) as mem:
+        mem.add("x", id="x")
+    cfg = tmp_path / "default" / "config.json"
+    body = json.loads(cfg.read_text())
+    body["time_coef"] = 5.0
+    cfg.write_text(json.dumps(body))
+    with pytest.raises(pi.IndexFormatError, match="checksum"):
+        Memory(path=tmp_path)
+    body["time_coef"] = 1.0
+    cfg.write_text(json.dumps(body))
+    rows = next((tmp_path / "default").glob("snap-*/rows.arrow"))
+    rows.write_bytes(rows.read_bytes()[:-10])
+    with pytest.raises(pi.IndexFormatError, match="rows.arrow"):
+        Memory(path=tmp_path)
+
+
+def test_read_only_needs_an_existing_store(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        Memory(path=tmp_path / "none", read_only=True)
+    with pytest.raises(ValueError, match="path"):
+        Memory(read_only=True)
