@@ -121,24 +121,26 @@ class Collector {
     seen_.clear();
   }
   // Offers an eligible slot with its float32 rank |q - x|^2 a(x).
-  void offer(std::uint32_t slot, float rank) {
-    if (rank >= limit_) return;
+  // Returns whether the slot entered the k best.
+  bool offer(std::uint32_t slot, float rank) {
+    if (rank >= limit_) return false;
     // score = time_term - d. Below the k-th score by more than the slack a slot can never be
     // re-scored into the top k; the time term and a cheap lower bound of d often show that
     // before the asinh is evaluated.
     const double time_term = scorer_.time_term(slot);
     const bool full = top_.size() >= k_;
-    if (full && time_term - scorer_.distance_lower_bound(rank) < floor_) return;
+    if (full && time_term - scorer_.distance_lower_bound(rank) < floor_) return false;
     const double s = time_term - scorer_.distance_of_rank(rank);
-    if (full && s < floor_) return;
+    if (full && s < floor_) return false;
     seen_.push_back({s, slot});
-    if (top_.size() >= k_ && s <= top_.front().first) return;  // the k-th score is unchanged
+    if (top_.size() >= k_ && s <= top_.front().first) return false;  // the k-th is unchanged
     keep_best(top_, k_, {s, slot});
     if (top_.size() >= k_) {
       const double kth = top_.front().first;
       limit_ = scorer_.rank_limit(kth);
       floor_ = kth - slack(kth);
     }
+    return true;
   }
   static double slack(double kth) { return 1e-4 * (1.0 + std::fabs(kth)); }
   float limit() const { return limit_; }
@@ -181,14 +183,19 @@ void fused_scan(const FusedScorer& scorer, const VectorStorage& storage, const f
 
 namespace {
 
-// See fused_graph_search: scans the buckets that can still beat the k-th score, best bound
-// first, skipping slots the walk already scored; gives up (changing nothing) when they hold more
-// than the budget.
+// See fused_graph_search. Reads the buckets whose weight bound can still beat the k-th score,
+// best bound first, skipping slots the walk already scored. When all of them fit in the budget
+// the pass is exact. Otherwise it reads them only while reading pays: a probe of the first
+// bucket's rows must place a point in the top k (time dominates: recent points beat what the
+// walk found), then each bucket read must improve the top k, and the budget caps the total.
+// Where distances decide (a probe finds nothing) the pass costs one probe.
 void time_pass(const FusedScorer& scorer, const VectorStorage& storage, const float* q,
                const SearchScratch& scratch, Collector& collector) {
+  constexpr std::int64_t kProbeRows = 32;
   const FusedParams& p = scorer.params();
   const TimeBuckets& b = p.buckets;
   if (b.n_buckets == 0 || p.decay.empty() || !p.has_bound() || p.time_coef <= 0.0) return;
+  // score <= beta depth(q) - (1 - beta) d + tau log w <= beta depth(q) + tau log w (beta > 0).
   const double head = p.depth_bias > 0.0 ? p.depth_bias * scorer.query_depth() : 0.0;
   thread_local std::vector<std::pair<double, std::size_t>> bounds;
   bounds.clear();
@@ -200,18 +207,38 @@ void time_pass(const FusedScorer& scorer, const VectorStorage& storage, const fl
     if (bound <= kth) continue;
     bounds.push_back({bound, i});
     rows += static_cast<std::size_t>(b.starts[i + 1] - b.starts[i]);
-    if (rows > b.scan_budget) return;
   }
+  const bool exact = rows <= b.scan_budget;
   std::sort(bounds.begin(), bounds.end(),
             [](const auto& x, const auto& y) { return x.first > y.first; });
   const auto l2sq = metric::kernels().l2sq;
   const std::size_t dim = storage.dim();
-  for (const auto& [bound, i] : bounds) {
-    if (bound <= collector.kth()) break;
-    for (std::int64_t j = b.starts[i]; j < b.starts[i + 1]; ++j) {
+  std::size_t scanned = 0;
+  auto scan = [&](std::int64_t from, std::int64_t to) {
+    std::size_t entered = 0;
+    for (std::int64_t j = from; j < to; ++j) {
       const std::uint32_t s = b.order[j];
       if (!scorer.eligible(s) || scratch.seen(s)) continue;
-      collector.offer(s, l2sq(q, storage.vector(s), dim) * storage.rank_factor(s));
+      entered += collector.offer(s, l2sq(q, storage.vector(s), dim) * storage.rank_factor(s));
+    }
+    scanned += static_cast<std::size_t>(to - from);
+    return entered;
+  };
+  for (std::size_t n = 0; n < bounds.size(); ++n) {
+    const auto [bound, i] = bounds[n];
+    if (bound <= collector.kth()) break;
+    std::int64_t from = b.starts[i];
+    const std::int64_t to = b.starts[i + 1];
+    if (!exact) {
+      if (scanned + static_cast<std::size_t>(to - from) > b.scan_budget) break;
+      if (n == 0) {
+        const std::int64_t probe_end = std::min(to, from + kProbeRows);
+        if (scan(from, probe_end) == 0) break;
+        from = probe_end;
+      }
+      if (scan(from, to) == 0 && n > 0) break;
+    } else {
+      scan(from, to);
     }
   }
 }

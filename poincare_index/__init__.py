@@ -22,6 +22,7 @@ from .decay import (
 from .geometry import BALL_MARGIN, depth, distance, expmap0, logmap0, project
 from .index import PoincareFlatIndex, PoincareIndex
 from .io import read_index, write_index
+from .memory import AsyncMemory, Memory, Result, Session, StoreLockedError
 from .scored import ScoredResults
 
 __version__ = "0.1.0"
@@ -33,6 +34,11 @@ __all__ = [
     "read_index",
     "IndexFormatError",
     "ScoredResults",
+    "Memory",
+    "AsyncMemory",
+    "Result",
+    "Session",
+    "StoreLockedError",
     "DecayPolicy",
     "HalfLife",
     "Ebbinghaus",

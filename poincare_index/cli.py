@@ -20,7 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo",
         help="build an HNSW index on generated hierarchical data and "
-        "print recall and speed against the exact index",
+        "print recall and speed against the exact index; then show time at work in a Memory",
     )
     demo.add_argument("--n", type=_positive, default=50_000, help="database points (default 50000)")
     demo.add_argument("--dim", type=_positive, default=32, help="dimension (default 32)")
@@ -40,12 +40,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"poincare_index {poincare_index.__version__}, kernels: {poincare_index.kernel_name()}")
         return 0
-    from .demo import run_demo
+    from .demo import run_demo, run_memory_demo
 
     if args.command is None:
         run_demo()
     else:
         run_demo(args.n, args.dim, args.queries, args.k, args.seed, args.threads)
+    run_memory_demo()
     return 0
 
 

@@ -1,9 +1,11 @@
-"""The demo: build an HNSW index on generated hierarchical data, check it against the exact index."""
+"""The demo: build an HNSW index on generated hierarchical data, check it against the exact index;
+then show time at work in the memory layer."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 
 import numpy as np
 
@@ -68,3 +70,25 @@ def run_demo(
             f"{row.speedup_vs_exact:>8.1f}x"
         )
     return rows
+
+
+def run_memory_demo(now: datetime | None = None) -> list[list[str]]:
+    """Time at work in the memory layer: the same query ranks differently at two times."""
+    from .decay import HalfLife, Product, ValidityWindow
+    from .memory import Memory
+
+    now = now or datetime.now(timezone.utc)
+    print("\nmemory demo: Product(HalfLife(90 days), ValidityWindow()); a fact that changed")
+    mem = Memory(decay=Product(HalfLife(hours=24 * 90), ValidityWindow()))
+    mem.add("API rate limit is 100 rps (release 2.3)", id="old", t=now - timedelta(days=90),
+            valid_until=now - timedelta(days=20))  # fmt: skip
+    mem.add("API rate limit is 250 rps (release 2.4)", id="new", t=now - timedelta(days=20),
+            valid_from=now - timedelta(days=20))  # fmt: skip
+    orders = []
+    for label, at in (("now", now), ("40 days ago", now - timedelta(days=40))):
+        hits = mem.search("rate limit", k=2, at_time=at, touch=False)
+        orders.append([r.id for r in hits])
+        print(f"  search('rate limit') as of {label}:")
+        for r in hits:
+            print(f"    {r.id:4s} time weight {r.time_weight:<8.3g} {r.explain()}")
+    return orders

@@ -17,6 +17,14 @@ def test_demo_small(capsys):
     # the recall column at the largest ef is high on this easy setting
     last = [line for line in out.splitlines() if line.strip().startswith("128")][0]
     assert float(last.split()[1]) >= 0.9
+    # then time at work: the changed fact ranks first now, the old one as of 40 days ago
+    assert "as of now" in out and "as of 40 days ago" in out
+
+
+def test_memory_demo_order_flips():
+    from poincare_index.demo import run_memory_demo
+
+    assert run_memory_demo() == [["new", "old"], ["old", "new"]]
 
 
 def test_info(capsys):

@@ -19,7 +19,9 @@ def test_hashing_embedder_is_deterministic_and_inside_the_ball():
 
 def test_hashing_embedder_ranks_shared_words_and_morphology_closer():
     e = HashingEmbedder()
-    q, near, stem, far = e.embed(["hill sprints training", "training on hill sprints", "trained sprinting", "quarterly tax report"])
+    q, near, stem, far = e.embed(
+        ["hill sprints training", "training on hill sprints", "trained sprinting", "quarterly tax report"]
+    )
     d = lambda u, v: pi.distance(u.astype(np.float64), v.astype(np.float64))  # noqa: E731
     assert d(q, near) < d(q, stem) < d(q, far)
 

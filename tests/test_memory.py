@@ -27,7 +27,12 @@ SUPPORT = [
 def support_memory(**kwargs) -> Memory:
     mem = Memory(decay=kwargs.pop("decay", HalfLife(hours=24)), **kwargs)
     for i, (text, hours) in enumerate(SUPPORT):
-        mem.add(text, id=f"m{i}", t=NOW - timedelta(hours=hours), metadata={"channel": "chat" if i % 2 else "email"})
+        mem.add(
+            text,
+            id=f"m{i}",
+            t=NOW - timedelta(hours=hours),
+            metadata={"channel": "chat" if i % 2 else "email"},
+        )
     return mem
 
 
@@ -127,7 +132,9 @@ def test_filters_dict_and_callable():
     assert {r.id for r in got} == {"m1", "m3"}
     got = mem.search("customer", k=5, at_time=NOW, filters={"id": {"$in": ["m0", "m4"]}}, touch=False)
     assert {r.id for r in got} == {"m0", "m4"}
-    got = mem.search("customer", k=5, at_time=NOW, filters={"t": {"$gte": NOW - timedelta(hours=2)}}, touch=False)
+    got = mem.search(
+        "customer", k=5, at_time=NOW, filters={"t": {"$gte": NOW - timedelta(hours=2)}}, touch=False
+    )
     assert {r.id for r in got} == {"m0", "m1"}
     # a callable runs after ranking; more are fetched until k pass
     got = mem.search("customer", k=2, at_time=NOW, filters=lambda r: "Lyon" in r.text or "praised" in r.text)
@@ -176,7 +183,15 @@ def test_forget_with_archive_then_delete(tmp_path):
     assert n == 2 and sorted(m.id for m in mem) == ["m0", "m1", "m2"]
     table = pq.read_table(archive)
     assert sorted(table.column("id").to_pylist()) == ["m3", "m4"]
-    assert set(table.column_names) >= {"id", "text", "t", "valid_from", "valid_until", "access_count", "channel"}
+    assert set(table.column_names) >= {
+        "id",
+        "text",
+        "t",
+        "valid_from",
+        "valid_until",
+        "access_count",
+        "channel",
+    }
     # an archive that cannot be written deletes nothing
     with pytest.raises(FileExistsError):
         mem.forget(timedelta(hours=2), at_time=NOW, archive=archive)
@@ -235,7 +250,9 @@ def test_approx_token_count():
 def test_update_invalidate_delete_to_arrow():
     mem = support_memory(decay=Product(HalfLife(hours=24), ValidityWindow()))
     assert mem.search("refund", k=1, at_time=NOW, filters={"id": "m2"})[0].access_count == 1
-    mem.update("m2", "Customer asked about refund policy for broken items", metadata={"channel": None, "p": 1})
+    mem.update(
+        "m2", "Customer asked about refund policy for broken items", metadata={"channel": None, "p": 1}
+    )
     r = mem["m2"]
     assert r.text.endswith("broken items") and r.metadata == {"p": 1} and r.access_count == 1
     assert r.t == NOW - timedelta(hours=30)

@@ -19,7 +19,9 @@ from poincare_index.embed import CallableEmbedder, HashingEmbedder
 from poincare_memory import Ebbinghaus, HalfLife, Memory, Product, StoreLockedError, ValidityWindow
 
 NOW = datetime(2026, 6, 1, 12, tzinfo=timezone.utc)
-TEXTS = [f"note {i}: {w}" for i, w in enumerate("alpha beta gamma delta epsilon zeta eta theta iota kappa".split())]
+TEXTS = [
+    f"note {i}: {w}" for i, w in enumerate("alpha beta gamma delta epsilon zeta eta theta iota kappa".split())
+]
 
 
 def fill(mem: Memory) -> None:
@@ -32,7 +34,10 @@ def fill(mem: Memory) -> None:
 
 
 def snapshot_of(mem: Memory):
-    hits = [(r.id, round(r.score, 12), r.access_count) for r in mem.search("note delta", k=8, at_time=NOW, touch=False)]
+    hits = [
+        (r.id, round(r.score, 12), r.access_count)
+        for r in mem.search("note delta", k=8, at_time=NOW, touch=False)
+    ]
     return hits, mem.to_arrow().to_pylist()
 
 

@@ -220,3 +220,32 @@ def test_touch_while_adding_loses_no_count():
         th.join()
     assert sum(index.columns.column("access_count").to_pylist()) == sum(returned)
     assert index.columns.num_rows == index.ntotal == 50 + 40 * 60
+
+
+def test_time_pass_reads_recent_buckets_when_over_budget_and_time_dominates():
+    """Every point at one depth (distances squeezed into a narrow band, as with a text embedder)
+    and a month's half-life over a year: the top k are recent points far down the distance
+    order. More buckets could beat the k-th score than the budget allows, so the pass reads the
+    newest buckets while they improve the top k: recall stays high. Where distances decide, a
+    probe finds nothing and the result equals the walk alone."""
+    rng = np.random.default_rng(21)
+    n, dim = 6000, 16
+    u = rng.normal(size=(n + 50, dim))
+    x = pi.expmap0(u / np.linalg.norm(u, axis=1, keepdims=True)).astype(np.float32)  # depth 2
+    base, queries = x[:n], x[n:]
+    t = np.datetime64("2026-06-01T00:00", "us") - (rng.uniform(0, 365 * 24, n) * 3.6e9).astype(
+        "timedelta64[us]"
+    )
+    index = pi.PoincareIndex(dim, seed=3, num_threads=1)
+    index.add(base, t=t)
+    index.time_scan_rows = 2048  # fewer rows than the buckets that could beat the k-th score
+    decay = pi.HalfLife(hours=24 * 30)
+    at = datetime(2026, 6, 1, tzinfo=timezone.utc)
+    ref_s, ref_i = fused_brute_force(base, queries, 10, decay.log_weight(t, at))
+    r = index.search_scored(queries, 10, decay=decay, at_time=at, ef=16)
+    hits = sum(len(set(a) & set(b)) for a, b in zip(r.ids.tolist(), ref_i.tolist()))
+    assert hits / ref_i.size >= 0.95
+    index.time_scan_rows = 0
+    walk = index.search_scored(queries, 10, decay=decay, at_time=at, ef=16)
+    walk_hits = sum(len(set(a) & set(b)) for a, b in zip(walk.ids.tolist(), ref_i.tolist()))
+    assert walk_hits / ref_i.size < 0.8

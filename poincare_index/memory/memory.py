@@ -70,7 +70,7 @@ class Memory:
         fsync: bool = False,
         M: int = 16,
         ef_construction: int = 100,
-        ef_search: int = 64,
+        ef_search: int = 128,
         num_threads: int | None = None,
         checkpoint_every: int = 20_000,
     ) -> None:
