@@ -155,7 +155,7 @@ def part_handbuilt(mem: Memory, qvecs, at, vecs, times, res: Results, target: fl
     sweeps: dict[str, list[dict[str, float]]] = {"ours": [], "handbuilt": []}
     for name, fn, knobs in (
         ("ours", ours, [10, 16, 32, 64, 128, 256]),
-        ("handbuilt", handbuilt, [10, 20, 50, 100, 200, 500, 1000, 2000, 5000]),
+        ("handbuilt", handbuilt, [10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000]),
     ):
         for knob in knobs:
             secs, found = timed_each(lambda v, knob=knob, fn=fn: fn(v, knob), qvecs)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -12,18 +11,15 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from numpy.typing import NDArray
 
 from .. import _time
 from ..columns import _ReadWriteLock
 from ..decay import DecayPolicy
 from ..embed import embed_checked
-from ..filters import compile_filter
-from ..geometry import depth as _depth
-from ..geometry import distance as _distance
 from ..index import PoincareIndex
+from .journal import MemoryJournal, batch_json
 from .keyword import KeywordIndex
-from .log import LogWriter, iter_records
+from .log import LogWriter
 from .opening import Config, open_config
 from .result import MemoryStats, Result
 from .retention import write_parquet_durably
@@ -31,6 +27,7 @@ from .rows import Batch, make_batch, metadata_columns, times_as_datetime64
 from .search import SearchRequest, run_search
 from .store import NamespaceDir, StoreLockedError
 from .tokens import approx_token_count
+from .views import MemoryViews
 
 __all__ = ["Memory", "StoreLockedError"]
 
@@ -38,7 +35,7 @@ _UNSET: Any = object()
 _MODES = ("vector", "hybrid", "keyword")
 
 
-class Memory:
+class Memory(MemoryViews, MemoryJournal):
     """A store of memories (text, time, validity window, access count, metadata) with fused search.
 
     ``Memory(decay=HalfLife(hours=24 * 14))`` keeps everything in this process;
@@ -103,7 +100,7 @@ class Memory:
             self._fsync = bool(fsync)
             self._writer: LogWriter | None = None
             if self._ns is not None:
-                self._recover()
+                self._recover(ef_search)
         except BaseException:
             if self._ns is not None:
                 self._ns.unlock()
@@ -114,7 +111,7 @@ class Memory:
         self._index = PoincareIndex(
             cfg.embedder.dim, M=cfg.M, ef_construction=cfg.ef_construction, seed=0, num_threads=num_threads
         )
-        self._index.ef_search = ef_search
+        self._tune_index(ef_search)
         self._mids: list[str | None] = []  # per row (= index id); None once deleted
         self._texts: list[str | None] = []
         self._row_of: dict[str, int] = {}
@@ -217,7 +214,7 @@ class Memory:
             if len(batch) == 0:
                 return []
             rows = self._apply_add(batch, vecs)
-            self._log_or_undo({"op": "add", "rows": rows, **_batch_json(batch)}, vecs, rows)
+            self._log_or_undo({"op": "add", "rows": rows, **batch_json(batch)}, vecs, rows)
         return batch.ids
 
     def delete(self, id: str | None = None, *, filters: Any = None) -> int:
@@ -278,7 +275,7 @@ class Memory:
                 "old": row,
                 "rows": new_rows,
                 "access": [old.access_count],
-                **_batch_json(batch),
+                **batch_json(batch),
             }
             try:
                 self._log(record, vecs)
@@ -447,14 +444,6 @@ class Memory:
         with self._lock.writing(), self._log_lock:
             self._checkpoint_locked()
 
-    def _checkpoint_locked(self) -> None:
-        assert self._ns is not None
-        self._ns.write_snapshot(self._seq, self._index, self._mids, self._texts)
-        if self._writer is not None:
-            self._writer.close()
-        self._writer = LogWriter(self._ns.log_path(self._seq + 1), fsync=self._fsync)
-        self._since_checkpoint = 0
-
     def close(self) -> None:
         """Checkpoint (when anything changed), close the log and release the writer lock."""
         if self._closed:
@@ -542,184 +531,14 @@ class Memory:
             self._apply_touch(rows)
             self._log_locked({"op": "touch", "rows": rows})
             access = self._index._columns._access
-            return [_replace_count(r, int(access[row])) for r, row in zip(results, rows)]
+            return [self._with_count(r, int(access[row])) for r, row in zip(results, rows)]
 
-    def _log(self, header: dict[str, Any], vecs: Any = None) -> None:
-        with self._log_lock:
-            self._log_locked(header, vecs)
-
-    def _log_locked(self, header: dict[str, Any], vecs: Any = None) -> None:
-        if self._ns is None:
-            return
-        assert self._writer is not None
-        self._seq += 1
-        try:
-            self._writer.append(
-                self._seq, header, None if vecs is None else np.asarray(vecs, dtype=np.float32)
-            )
-        except BaseException:
-            self._seq -= 1
-            raise
-        self._since_checkpoint += 1
-        if header["op"] != "touch" and self._since_checkpoint >= self._checkpoint_every:
-            self._checkpoint_locked()
-
-    def _log_or_undo(self, header: dict[str, Any], vecs: Any, rows: list[int]) -> None:
-        """Logs an applied add; if the log write fails, the add is undone."""
-        try:
-            self._log(header, vecs)
-        except BaseException:
-            self._apply_delete(rows)
-            raise
-
-    def _recover(self) -> None:
-        assert self._ns is not None
-        snapshot, snap_seq = self._ns.current()
-        if snapshot is not None:
-            self._index, self._mids, self._texts = self._ns.read_snapshot(snapshot, self._index.num_threads)
-            self._index.ef_search = max(self._index.ef_search, 1)
-            self._row_of = {m: r for r, m in enumerate(self._mids) if m is not None}
-        self._seq = snap_seq
-        for seq, header, blob in iter_records(self._ns.log_paths(), snap_seq):
-            self._replay(header, blob)
-            self._seq = seq
-            self._since_checkpoint += 1
-        if not self._read_only:
-            logs = self._ns.log_paths()
-            path = logs[-1] if logs else self._ns.log_path(self._seq + 1)
-            self._writer = LogWriter(path, fsync=self._fsync)
-
-    def _replay(self, header: dict[str, Any], blob: bytes) -> None:
-        op = header["op"]
-        if op in ("add", "update"):
-            batch = _batch_from_json(header)
-            vecs = np.frombuffer(blob, dtype="<f4").reshape(len(batch), self._config.embedder.dim)
-            self._apply_add(batch, vecs, access=header.get("access"))
-            if op == "update":
-                self._apply_delete([int(header["old"])], forget_id=False)
-        elif op == "delete":
-            self._apply_delete([int(r) for r in header["rows"]])
-        elif op == "invalidate":
-            self._apply_invalidate(int(header["row"]), int(header["until"]))
-        elif op == "touch":
-            self._apply_touch([int(r) for r in header["rows"]])
-        else:
-            raise ValueError(f"unknown log operation {op!r}")
-
-    # ---- views ----------------------------------------------------------------------------
-    def _view_arrays(self) -> tuple[pa.Array, pa.Array]:
-        cached = self._view_cache
-        if cached is None or cached[0] != self._version:
-            cached = (self._version, pa.array(self._mids, pa.string()), pa.array(self._texts, pa.string()))
-            self._view_cache = cached
-        return cached[1], cached[2]
-
-    def _view(self) -> pa.Table:
-        """The index's columns with the memory id and text: one row per index row."""
-        table = self._index.columns
-        mids, texts = self._view_arrays()
-        return table.set_column(0, "id", mids).add_column(1, "text", texts)
-
-    def _table(self, rows: list[int]) -> pa.Table:
-        return self._view().take(pa.array(rows, pa.int64()))
-
-    def _mask(self, filters: Mapping[str, Any] | None, window_start: int | None) -> NDArray[np.bool_] | None:
-        """Rows allowed by a filter dict and a window start (None: no restriction)."""
-        mask = None
-        if filters is not None:
-            mask = compile_filter(dict(filters), self._view())
-        if window_start is not None:
-            n = len(self._mids)
-            in_window = self._index._columns._t[:n] >= window_start
-            mask = in_window if mask is None else mask & in_window
-        return mask
-
-    def _matching_rows(self, filters: Any, limit: int | None) -> list[int]:
-        if filters is None or isinstance(filters, Mapping):
-            mask = self._mask(filters, None)
-            live = np.array([m is not None for m in self._mids], dtype=bool)
-            rows = np.flatnonzero(live if mask is None else live & mask).tolist()
-            return rows[:limit] if limit is not None else rows
-        if not callable(filters):
-            raise TypeError(f"filters must be a dict or a callable on Result, got {type(filters).__name__}")
-        out = []
-        for row, mid in enumerate(self._mids):
-            if mid is not None and filters(self._result_rows([row])[0]):
-                out.append(row)
-                if limit is not None and len(out) >= limit:
-                    break
-        return out
-
-    def _result_rows(self, rows: list[int], scored: Sequence[dict[str, Any]] | None = None) -> list[Result]:
-        """Results for rows; ``scored`` gives each one's score fields (NaN when absent)."""
-        if not rows:
-            return []
-        cols = self._index._columns
-        meta_table = cols.metadata
-        metas = (
-            meta_table.take(pa.array(rows, pa.int64())).to_pylist()
-            if meta_table is not None
-            else [{} for _ in rows]
-        )
-        out = []
-        for i, row in enumerate(rows):
-            vf, vu = int(cols._valid_from[row]), int(cols._valid_until[row])
-            fields = dict(
-                id=self._mids[row], text=self._texts[row],
-                t=_time.micros_to_datetime(int(cols._t[row])),
-                valid_from=None if vf == _time.OPEN_START else _time.micros_to_datetime(vf),
-                valid_until=None if vu == _time.OPEN_END else _time.micros_to_datetime(vu),
-                access_count=int(cols._access[row]),
-                metadata={k: v for k, v in metas[i].items() if v is not None},
-                depth_bias=self._config.depth_bias, time_coef=self._config.time_coef,
-            )  # fmt: skip
-            extra = scored[i] if scored is not None else {}
-            for name in ("score", "distance", "depth", "time_weight"):
-                fields[name] = extra.get(name, math.nan)
-            for name in ("mode", "relevance", "vector_rank", "keyword_rank"):
-                if name in extra:
-                    fields[name] = extra[name]
-            out.append(Result(**fields))
-        return out
-
-    def _exact_terms(self, rows: list[int], query_vec: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any]]:
-        """float64 (distance to the query, depth) of rows, for keyword/hybrid results."""
-        pts = np.stack([self._index.reconstruct(r) for r in rows]).astype(np.float64)
-        return _distance(query_vec.astype(np.float64), pts), _depth(pts)
-
-    def _log_weights(self, rows: list[int], at_us: int) -> NDArray[np.float64]:
-        decay = self._config.decay
-        if decay is None or not rows:
-            return np.zeros(len(rows))
-        cols = self._index._columns
-        idx = np.asarray(rows, dtype=np.int64)
-        return np.asarray(
-            decay.log_weight(
-                cols._t[idx].astype("datetime64[us]"),
-                _time.micros_to_datetime(at_us),
-                times_as_datetime64(cols._valid_from[idx], _time.OPEN_START),
-                times_as_datetime64(cols._valid_until[idx], _time.OPEN_END),
-                cols._access[idx].astype(np.float64),
-                future_weight=self._config.future_weight,
-            )  # fmt: skip
-        )
-
-    def _keyword_scores(self, query: str) -> NDArray[np.float64]:
-        if self._keyword_version != self._version:
-            with self._log_lock:
-                if self._keyword_version != self._version:
-                    live = [r for r, m in enumerate(self._mids) if m is not None]
-                    self._keyword.build(
-                        np.asarray(live, dtype=np.int64), [self._texts[r] or "" for r in live]
-                    )
-                    self._keyword_version = self._version
-        return self._keyword.scores(query, len(self._mids))
-
-
-def _replace_count(r: Result, count: int) -> Result:
-    from dataclasses import replace
-
-    return replace(r, access_count=count)
+    def _tune_index(self, ef_search: int) -> None:
+        self._index.ef_search = ef_search
+        # Text embeddings sit at one depth, where a walk with a sparse mask (a window, a session)
+        # is slow: on 100k changelog items an exact scan of the allowed rows was faster up to a
+        # quarter of the rows (benchmarks/BENCHMARKS.md, "Memory"); hierarchies cross at 5 %.
+        self._index.filter_scan_fraction = 0.25
 
 
 def _fit_budget(results: list[Result], budget: int, counter: Callable[[str], int]) -> list[Result]:
@@ -730,31 +549,3 @@ def _fit_budget(results: list[Result], budget: int, counter: Callable[[str], int
             break
         out.append(r)
     return out
-
-
-def _json_time(values: NDArray[np.int64], open_end: int) -> list[int | None]:
-    return [None if v == open_end else int(v) for v in values.tolist()]
-
-
-def _batch_json(batch: Batch) -> dict[str, Any]:
-    from .codec import value_to_json
-
-    return {
-        "ids": batch.ids, "texts": batch.texts, "t": batch.t.tolist(),
-        "valid_from": _json_time(batch.valid_from, _time.OPEN_START),
-        "valid_until": _json_time(batch.valid_until, _time.OPEN_END),
-        "metadata": [{k: value_to_json(v) for k, v in m.items()} for m in batch.metadata],
-    }  # fmt: skip
-
-
-def _batch_from_json(h: dict[str, Any]) -> Batch:
-    from .codec import value_from_json
-
-    def times(values: list[int | None], open_end: int) -> NDArray[np.int64]:
-        return np.array([open_end if v is None else v for v in values], dtype=np.int64)
-
-    return Batch(
-        list(h["ids"]), list(h["texts"]), np.asarray(h["t"], dtype=np.int64),
-        times(h["valid_from"], _time.OPEN_START), times(h["valid_until"], _time.OPEN_END),
-        [{k: value_from_json(v) for k, v in m.items()} for m in h["metadata"]],
-    )  # fmt: skip

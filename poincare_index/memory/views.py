@@ -1,0 +1,147 @@
+"""Read-side helpers of Memory: the columns as a table with ids and texts, masks from filter
+dicts and windows, Result objects for rows, exact terms for keyword/hybrid results."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from numpy.typing import NDArray
+
+from .. import _time
+from ..filters import compile_filter
+from ..geometry import depth as _depth
+from ..geometry import distance as _distance
+from .result import Result
+from .rows import times_as_datetime64
+
+__all__ = ["MemoryViews"]
+
+
+class MemoryViews:
+    """Mixed into Memory; uses its _index, _mids, _texts, _config, _version, _keyword."""
+
+    _index: Any
+    _mids: list[str | None]
+    _texts: list[str | None]
+    _config: Any
+    _version: int
+    _view_cache: Any
+    _keyword: Any
+    _keyword_version: int
+    _log_lock: Any
+
+    def _view_arrays(self) -> tuple[pa.Array, pa.Array]:
+        cached = self._view_cache
+        if cached is None or cached[0] != self._version:
+            cached = (self._version, pa.array(self._mids, pa.string()), pa.array(self._texts, pa.string()))
+            self._view_cache = cached
+        return cached[1], cached[2]
+
+    def _view(self) -> pa.Table:
+        """The index's columns with the memory id and text: one row per index row."""
+        table = self._index.columns
+        mids, texts = self._view_arrays()
+        return table.set_column(0, "id", mids).add_column(1, "text", texts)
+
+    def _table(self, rows: list[int]) -> pa.Table:
+        return self._view().take(pa.array(rows, pa.int64()))
+
+    def _mask(self, filters: Mapping[str, Any] | None, window_start: int | None) -> NDArray[np.bool_] | None:
+        """Rows allowed by a filter dict and a window start (None: no restriction)."""
+        mask = None
+        if filters is not None:
+            mask = compile_filter(dict(filters), self._view())
+        if window_start is not None:
+            n = len(self._mids)
+            in_window = self._index._columns._t[:n] >= window_start
+            mask = in_window if mask is None else mask & in_window
+        return mask
+
+    def _matching_rows(self, filters: Any, limit: int | None) -> list[int]:
+        if filters is None or isinstance(filters, Mapping):
+            mask = self._mask(filters, None)
+            live = np.array([m is not None for m in self._mids], dtype=bool)
+            rows = np.flatnonzero(live if mask is None else live & mask).tolist()
+            return rows[:limit] if limit is not None else rows
+        if not callable(filters):
+            raise TypeError(f"filters must be a dict or a callable on Result, got {type(filters).__name__}")
+        out = []
+        for row, mid in enumerate(self._mids):
+            if mid is not None and filters(self._result_rows([row])[0]):
+                out.append(row)
+                if limit is not None and len(out) >= limit:
+                    break
+        return out
+
+    def _result_rows(self, rows: list[int], scored: Sequence[dict[str, Any]] | None = None) -> list[Result]:
+        """Results for rows; ``scored`` gives each one's score fields (NaN when absent)."""
+        if not rows:
+            return []
+        cols = self._index._columns
+        meta_table = cols.metadata
+        metas = (
+            meta_table.take(pa.array(rows, pa.int64())).to_pylist()
+            if meta_table is not None
+            else [{} for _ in rows]
+        )
+        out = []
+        for i, row in enumerate(rows):
+            vf, vu = int(cols._valid_from[row]), int(cols._valid_until[row])
+            fields = dict(
+                id=self._mids[row], text=self._texts[row],
+                t=_time.micros_to_datetime(int(cols._t[row])),
+                valid_from=None if vf == _time.OPEN_START else _time.micros_to_datetime(vf),
+                valid_until=None if vu == _time.OPEN_END else _time.micros_to_datetime(vu),
+                access_count=int(cols._access[row]),
+                metadata={k: v for k, v in metas[i].items() if v is not None},
+                depth_bias=self._config.depth_bias, time_coef=self._config.time_coef,
+            )  # fmt: skip
+            extra = scored[i] if scored is not None else {}
+            for name in ("score", "distance", "depth", "time_weight"):
+                fields[name] = extra.get(name, math.nan)
+            for name in ("mode", "relevance", "vector_rank", "keyword_rank"):
+                if name in extra:
+                    fields[name] = extra[name]
+            out.append(Result(**fields))
+        return out
+
+    def _exact_terms(self, rows: list[int], query_vec: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any]]:
+        """float64 (distance to the query, depth) of rows, for keyword/hybrid results."""
+        pts = np.stack([self._index.reconstruct(r) for r in rows]).astype(np.float64)
+        return _distance(query_vec.astype(np.float64), pts), _depth(pts)
+
+    def _log_weights(self, rows: list[int], at_us: int) -> NDArray[np.float64]:
+        decay = self._config.decay
+        if decay is None or not rows:
+            return np.zeros(len(rows))
+        cols = self._index._columns
+        idx = np.asarray(rows, dtype=np.int64)
+        return np.asarray(
+            decay.log_weight(
+                cols._t[idx].astype("datetime64[us]"),
+                _time.micros_to_datetime(at_us),
+                times_as_datetime64(cols._valid_from[idx], _time.OPEN_START),
+                times_as_datetime64(cols._valid_until[idx], _time.OPEN_END),
+                cols._access[idx].astype(np.float64),
+                future_weight=self._config.future_weight,
+            )  # fmt: skip
+        )
+
+    def _keyword_scores(self, query: str) -> NDArray[np.float64]:
+        if self._keyword_version != self._version:
+            with self._log_lock:
+                if self._keyword_version != self._version:
+                    live = [r for r, m in enumerate(self._mids) if m is not None]
+                    self._keyword.build(
+                        np.asarray(live, dtype=np.int64), [self._texts[r] or "" for r in live]
+                    )
+                    self._keyword_version = self._version
+        return self._keyword.scores(query, len(self._mids))
+
+    def _with_count(self, r: Result, count: int) -> Result:
+        return replace(r, access_count=count)
