@@ -327,3 +327,19 @@ def test_async_memory():
         await amem.close()
 
     asyncio.run(main())
+
+
+def test_a_bare_callable_is_an_embedder():
+    rng = np.random.default_rng(4)
+    vocab = {}
+
+    def embed(texts):
+        return np.stack([vocab.setdefault(t, rng.normal(size=12)) for t in texts])
+
+    mem = Memory(embedder=embed)
+    assert mem.embedder.dim == 12 and mem.embedder.name.startswith("callable:")
+    mem.add("alpha", id="a")
+    mem.add("beta", id="b")
+    assert mem.search("alpha", k=1)[0].id == "a"
+    with pytest.raises(TypeError, match="embedder"):
+        Memory(embedder=3)

@@ -464,9 +464,6 @@ class Memory(MemoryViews, MemoryJournal):
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def inspect(self, port: int = 0) -> Any:  # pragma: no cover - step 4
-        raise NotImplementedError("the inspector is not built yet (step 4)")
-
     @staticmethod
     def namespaces(path: str | os.PathLike[str]) -> list[str]:
         """The namespaces stored under ``path``."""

@@ -7,8 +7,10 @@ import numbers
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..decay import DEFAULT_FUTURE_WEIGHT, DecayPolicy, check_future_weight
-from ..embed import Embedder, HashingEmbedder, MiniLMEmbedder
+from ..embed import CallableEmbedder, Embedder, HashingEmbedder, MiniLMEmbedder
 from .codec import policy_from_json, policy_to_json
 from .store import NamespaceDir
 
@@ -58,14 +60,23 @@ def _rebuild_embedder(spec: dict[str, Any]) -> Any:
     )
 
 
+def _wrap_callable(fn: Any) -> CallableEmbedder:
+    """A bare ``fn(texts) -> (n, d)`` Euclidean vectors: d from one probe call; the name (what a
+    saved store checks) is the function's module and qualified name."""
+    probe = np.asarray(fn(["dimension probe"]))
+    if probe.ndim != 2 or probe.shape[0] != 1 or probe.shape[1] < 1:
+        raise ValueError(
+            f"embedder callable must return an (n, d) array for n texts, got shape {probe.shape}"
+        )
+    name = f"callable:{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
+    return CallableEmbedder(fn, int(probe.shape[1]), name)
+
+
 def _check_embedder(embedder: Any) -> Any:
     if embedder is None:
         return HashingEmbedder()
     if callable(embedder) and not isinstance(embedder, Embedder):
-        raise TypeError(
-            "embedder must have name, dim and embed(texts); wrap a function with "
-            "poincare_index.embed.CallableEmbedder(fn, dim=..., name=...)"
-        )
+        return _wrap_callable(embedder)
     if not isinstance(embedder, Embedder) or not isinstance(embedder.name, str):
         raise TypeError(
             f"embedder must have name (str), dim (int) and embed(texts), got {type(embedder).__name__}"
