@@ -186,3 +186,15 @@ def test_read_only_needs_an_existing_store(tmp_path):
         Memory(path=tmp_path / "none", read_only=True)
     with pytest.raises(ValueError, match="path"):
         Memory(read_only=True)
+
+
+def test_a_dropped_memory_gives_its_lock_back(tmp_path):
+    import gc
+
+    mem = Memory(path=tmp_path)
+    mem.add("kept", id="k")
+    del mem
+    gc.collect()
+    again = Memory(path=tmp_path)  # no StoreLockedError; the add is in the log
+    assert again["k"].text == "kept"
+    again.close()

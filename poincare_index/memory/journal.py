@@ -9,6 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .. import _time
+from .._core import IndexFormatError
 from .codec import value_from_json, value_to_json
 from .log import LogWriter, iter_records
 from .rows import Batch
@@ -91,7 +92,11 @@ class MemoryJournal:
         if op in ("add", "update"):
             batch = batch_from_json(header)
             vecs = np.frombuffer(blob, dtype="<f4").reshape(len(batch), self._config.embedder.dim)
-            self._apply_add(batch, vecs, access=header.get("access"))
+            rows = self._apply_add(batch, vecs, access=header.get("access"))
+            if rows != [int(r) for r in header["rows"]]:
+                raise IndexFormatError(
+                    f"{self._ns.dir}: the log does not follow its snapshot (rows {header['rows'][:3]}...)"
+                )
             if op == "update":
                 self._apply_delete([int(header["old"])], forget_id=False)
         elif op == "delete":

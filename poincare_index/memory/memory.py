@@ -458,6 +458,18 @@ class Memory(MemoryViews, MemoryJournal):
             if self._ns is not None and not self._read_only:
                 self._ns.unlock()
 
+    def __del__(self) -> None:
+        # Everything acknowledged is in the log already; a Memory dropped without close() still
+        # gives its writer lock back, so the store can be opened again.
+        try:
+            if not getattr(self, "_closed", True):
+                if getattr(self, "_writer", None) is not None:
+                    self._writer.close()
+                if self._ns is not None and not self._read_only:
+                    self._ns.unlock()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
+
     def __enter__(self) -> Memory:
         return self
 
