@@ -29,6 +29,19 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     demo.add_argument("--threads", type=_positive, default=None, help="threads (default: all cores)")
     sub.add_parser("info", help="print the version and the SIMD kernels chosen for this CPU")
+    inspect = sub.add_parser(
+        "inspect", help="serve a local web page showing a memory store or saved index in the Poincaré disk"
+    )
+    inspect.add_argument("path", help="a Memory store directory (or one namespace in it) or a saved index")
+    inspect.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (default 8765; 0: any)")
+    inspect.add_argument("--namespace", default=None, help="the namespace, when the store has several")
+    inspect.add_argument(
+        "--allow-writes", action="store_true", help="open for writing so that searches count accesses"
+    )
+    inspect.add_argument(
+        "--half-life-hours", type=float, default=None, help="saved indexes: weigh points by this half-life"
+    )
+    inspect.add_argument("--open", action="store_true", help="open the page in the default browser")
     return parser
 
 
@@ -40,6 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"poincare_index {poincare_index.__version__}, kernels: {poincare_index.kernel_name()}")
         return 0
+    if command == "inspect":
+        return _inspect(args)
     from .demo import run_demo, run_memory_demo
 
     if args.command is None:
@@ -47,6 +62,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         run_demo(args.n, args.dim, args.queries, args.k, args.seed, args.threads)
     run_memory_demo()
+    return 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from ._core import IndexFormatError
+    from .inspector import InspectorServer, open_store
+    from .memory import StoreLockedError
+
+    try:
+        view = open_store(args.path, args.namespace, args.allow_writes, args.half_life_hours)
+        server = InspectorServer(view, args.port)
+    except (FileNotFoundError, IndexFormatError, StoreLockedError, ValueError, OSError) as exc:
+        print(f"poincare-index inspect: {exc}", file=sys.stderr)
+        return 2
+    print(f"inspector for {args.path} at {server.url} (127.0.0.1 only; Ctrl-C stops)", flush=True)
+    if args.open:
+        import webbrowser
+
+        webbrowser.open(server.url)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.httpd.server_close()
     return 0
 
 

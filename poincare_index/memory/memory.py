@@ -476,6 +476,19 @@ class Memory(MemoryViews, MemoryJournal):
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    def inspect(self, port: int = 0, *, open_browser: bool = False, touch: bool = False) -> Any:
+        """Serves the inspector for this Memory on 127.0.0.1 (port 0: a free one) from a
+        background thread; returns the server (``.url``, ``.close()``). Searches from the page
+        count accesses only with ``touch=True``."""
+        from ..inspector import serve
+
+        server = serve(self, port, touch=touch)
+        if open_browser:
+            import webbrowser
+
+            webbrowser.open(server.url)
+        return server
+
     @staticmethod
     def namespaces(path: str | os.PathLike[str]) -> list[str]:
         """The namespaces stored under ``path``."""

@@ -1,0 +1,288 @@
+"""What the inspector page shows, computed on the server: the disk projection, time weights at a
+moment, search results with their score breakdown, and a point's fields.
+
+The page never evaluates a decay policy itself: weights come from the policy's numpy reference
+(:meth:`DecayPolicy.weight`), which the tests hold equal to the C++ evaluation inside search.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from numpy.typing import NDArray
+
+from .. import _time
+from ..decay import DEFAULT_FUTURE_WEIGHT, DecayPolicy, HalfLife
+from ..index import _IndexBase
+
+__all__ = ["StoreView", "open_store", "PROJECTION"]
+
+PROJECTION = (
+    "Each point keeps its true distance from the origin (its depth); its direction is the "
+    "projection of its tangent vector at the origin (log map) onto the two principal axes of "
+    "all tangent vectors. Distances from the centre are exact; angles between points are "
+    "approximate (a PCA of the tangent space at the origin)."
+)
+_BUILTIN = {"id", "text", "t", "valid_from", "valid_until", "access_count"}
+
+
+def _iso(us: int | None) -> str | None:
+    return None if us is None else _time.micros_to_datetime(us).isoformat().replace("+00:00", "Z")
+
+
+def disk_coordinates(x: NDArray[np.float64]) -> NDArray[np.float64]:
+    """(n, 2) points in the unit disk: |x| kept (hence the depth), direction by PCA of x/|x|
+    scaled by depth (the tangent vectors at the origin)."""
+    n = x.shape[0]
+    if n == 0:
+        return np.zeros((0, 2))
+    norms = np.linalg.norm(x, axis=1)
+    tangent = np.arctanh(np.minimum(norms, 1 - 1e-12))[:, None] * np.divide(
+        x, norms[:, None], out=np.zeros_like(x), where=norms[:, None] > 0
+    )
+    sample = tangent if n <= 20_000 else tangent[np.random.default_rng(0).choice(n, 20_000, replace=False)]
+    centred = sample - sample.mean(axis=0)
+    if x.shape[1] >= 2 and np.any(centred):
+        _, _, vt = np.linalg.svd(centred, full_matrices=False)
+        axes = vt[:2].T
+    else:
+        axes = np.eye(x.shape[1], 2)
+    flat = tangent @ axes
+    fn = np.linalg.norm(flat, axis=1)
+    direction = np.divide(flat, fn[:, None], out=np.zeros_like(flat), where=fn[:, None] > 0)
+    direction[fn == 0] = (1.0, 0.0)
+    return direction * norms[:, None]
+
+
+class StoreView:
+    """The data behind the page for a Memory (or a saved index, without texts)."""
+
+    def __init__(self, source: Any, *, touch: bool = False, decay: DecayPolicy | None = None) -> None:
+        from ..memory import Memory
+
+        self.memory = source if isinstance(source, Memory) else None
+        self.index: _IndexBase = source.index if self.memory is not None else source
+        self.touch = bool(touch)
+        self.decay = self.memory.decay if self.memory is not None else decay
+        self.future_weight = (
+            self.memory._config.future_weight if self.memory is not None else DEFAULT_FUTURE_WEIGHT
+        )
+        self._version = -1
+        self.refresh()
+
+    def sync(self) -> None:
+        """Re-reads the store when a live Memory changed since (adds, deletes)."""
+        if self.memory is not None and self.memory._version != self._version:
+            self.refresh()
+
+    # ---- the points ----------------------------------------------------------------------
+    def refresh(self) -> None:
+        if self.memory is not None:
+            self._version = self.memory._version
+        table = self.memory.to_arrow() if self.memory is not None else self._index_table()
+        self.table = table
+        self.ids = [str(v) for v in table.column("id").to_pylist()]
+        self.row_of = {mid: i for i, mid in enumerate(self.ids)}
+        if self.memory is not None:
+            rows = [self.memory._row_of[m] for m in self.ids]
+        else:
+            rows = table.column("_key").to_pylist()
+        vecs = (
+            np.stack([self.index.reconstruct(r) for r in rows]).astype(np.float64)
+            if rows
+            else np.zeros((0, 2))
+        )
+        self.xy = disk_coordinates(vecs)
+        self.t_us = _us(table.column("t"))
+        self.valid_from = _us(table.column("valid_from"), _time.OPEN_START)
+        self.valid_until = _us(table.column("valid_until"), _time.OPEN_END)
+        self.access = np.asarray(
+            table.column("access_count").to_numpy(zero_copy_only=False), dtype=np.float64
+        )
+        self.fields = [n for n in table.column_names if n not in _BUILTIN and not n.startswith("_")]
+
+    def _index_table(self) -> pa.Table:
+        cols = self.index.columns
+        keys = cols.column("id")
+        live = np.array([int(k) in self.index for k in keys.to_pylist()], dtype=bool)
+        cols = cols.filter(pa.array(live))
+        return cols.append_column("_key", cols.column("id")).set_column(
+            0, "id", cols.column("id").cast(pa.string())
+        )
+
+    def meta(self) -> dict[str, Any]:
+        n = len(self.ids)
+        return {
+            "kind": "memory" if self.memory is not None else "index",
+            "count": n,
+            "t_min": _iso(int(self.t_us.min())) if n else None,
+            "t_max": _iso(int(self.t_us.max())) if n else None,
+            "decay": repr(self.decay),
+            "projection": PROJECTION,
+            "fields": {f: self.field_values(f) for f in self.fields},
+            "searchable": "text" if self.memory is not None else "point id",
+            "touch": self.touch,
+        }
+
+    def field_values(self, name: str, limit: int = 100) -> list[Any]:
+        values = self.table.column(name).unique().to_pylist()
+        values = [v for v in values if v is not None and isinstance(v, (str, bool, int))]
+        return sorted(values, key=str)[:limit]
+
+    def points(self, field: str | None = None, value: Any = None) -> dict[str, Any]:
+        keep = self.mask(field, value)
+        idx = np.arange(len(self.ids)) if keep is None else np.flatnonzero(keep)
+        return {
+            "ids": [self.ids[i] for i in idx],
+            "x": np.round(self.xy[idx, 0], 5).tolist(),
+            "y": np.round(self.xy[idx, 1], 5).tolist(),
+        }
+
+    def log_weights(self, at: datetime | None) -> NDArray[np.float64]:
+        n = len(self.ids)
+        if self.decay is None:
+            future = self.t_us > _time.as_time_scalar(at, "at")
+            return np.where(future, math.log(self.future_weight), 0.0) if n else np.zeros(0)
+        return np.asarray(
+            self.decay.log_weight(
+                self.t_us.astype("datetime64[us]"),
+                at,
+                _nat(self.valid_from, _time.OPEN_START),
+                _nat(self.valid_until, _time.OPEN_END),
+                self.access,
+                future_weight=self.future_weight,
+            )
+        )
+
+    def weights(self, at: datetime | None) -> dict[str, Any]:
+        logw = self.log_weights(at)
+        return {"log_weight": np.round(np.maximum(logw, -1e9), 4).tolist()}
+
+    def mask(self, field: str | None, value: Any) -> NDArray[np.bool_] | None:
+        if not field:
+            return None
+        if field not in self.fields:
+            raise ValueError(f"unknown field {field!r}")
+        col = self.table.column(field).to_pylist()
+        return np.array([str(v) == str(value) for v in col], dtype=bool)
+
+    # ---- search and details --------------------------------------------------------------
+    def search(
+        self, query: str, at: datetime | None, k: int, field: str | None, value: Any
+    ) -> list[dict[str, Any]]:
+        if self.memory is not None:
+            filters = None if not field else {field: _typed(self.table.column(field).type, value)}
+            results = self.memory.search(query, k, at_time=at, touch=self.touch, filters=filters)
+            return [_result_json(r) for r in results]
+        try:
+            key = int(query)
+        except ValueError:
+            raise ValueError("this store has no texts: search by a point id") from None
+        vec = self.index.reconstruct(key).reshape(1, -1)
+        allowed = None
+        if field:
+            m = self.mask(field, value)
+            allowed = np.array([int(i) for i, ok in zip(self.ids, m) if ok], dtype=np.int64)
+        r = self.index.search_scored(vec, k, decay=self.decay, at_time=at, filters=allowed, touch=False)
+        out = []
+        for j in range(r.ids.shape[1]):
+            if r.ids[0, j] < 0:
+                continue
+            i = self.row_of[str(int(r.ids[0, j]))]
+            out.append(
+                {
+                    "id": self.ids[i], "text": "", "score": float(r.scores[0, j]),
+                    "distance_term": -float(r.distances[0, j]), "depth_term": 0.0,
+                    "time_term": float(r.log_weights[0, j]), "time_weight": float(r.time_weights[0, j]),
+                }
+            )  # fmt: skip
+        return out
+
+    def point(self, mid: str) -> dict[str, Any]:
+        i = self.row_of.get(mid)
+        if i is None:
+            raise KeyError(f"no point with id {mid!r}")
+        row = self.table.slice(i, 1).to_pylist()[0]
+        out = {
+            k: (v.isoformat().replace("+00:00", "Z") if isinstance(v, datetime) else v)
+            for k, v in row.items()
+        }
+        out.pop("_key", None)
+        out["depth"] = round(float(2 * np.arctanh(min(np.linalg.norm(self.xy[i]), 1 - 1e-12))), 6)
+        return out
+
+
+def _us(column: Any, open_value: int | None = None) -> NDArray[np.int64]:
+    """A timestamp column as int64 microseconds; nulls (open ends) as ``open_value``."""
+    nulls = np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    arr = np.array(column.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    if open_value is not None:
+        arr[nulls] = open_value
+    return arr
+
+
+def _nat(us: NDArray[np.int64], open_value: int) -> NDArray[np.datetime64]:
+    out = us.astype("datetime64[us]")
+    out[us == open_value] = np.datetime64("NaT")
+    return out
+
+
+def _typed(typ: pa.DataType, value: Any) -> Any:
+    if pa.types.is_boolean(typ):
+        return str(value).lower() in ("true", "1")
+    if pa.types.is_integer(typ):
+        return int(value)
+    if pa.types.is_floating(typ):
+        return float(value)
+    return value
+
+
+def _result_json(r: Any) -> dict[str, Any]:
+    e = r.explain()
+    return {
+        "id": r.id,
+        "text": r.text,
+        "score": r.score,
+        "distance_term": e.distance_term,
+        "depth_term": e.depth_term,
+        "time_term": e.time_term,
+        "time_weight": r.time_weight,
+    }
+
+
+def open_store(
+    path: str | Path,
+    namespace: str | None = None,
+    allow_writes: bool = False,
+    half_life_hours: float | None = None,
+) -> StoreView:
+    """A StoreView of a Memory store (its root or a namespace directory) or of a saved index
+    directory. Missing or corrupt stores raise FileNotFoundError / IndexFormatError."""
+    from ..io import read_index
+    from ..memory import Memory
+
+    root = Path(path)
+    if not root.exists():
+        raise FileNotFoundError(f"no store at {root}")
+    if (root / "manifest.json").exists():  # a saved index
+        index = read_index(root)
+        decay = HalfLife(hours=half_life_hours) if half_life_hours else None
+        return StoreView(index, decay=decay)
+    if (root / "config.json").exists():  # a namespace directory itself
+        root, namespace = root.parent, root.name
+    names = Memory.namespaces(root)
+    if not names:
+        raise FileNotFoundError(f"{root} holds neither a memory store nor a saved index")
+    if namespace is None:
+        if len(names) > 1:
+            raise ValueError(
+                f"{root} holds several namespaces ({', '.join(names)}); choose one with --namespace"
+            )
+        namespace = names[0]
+    mem = Memory(path=root, namespace=namespace, read_only=not allow_writes)
+    return StoreView(mem, touch=allow_writes)

@@ -1,0 +1,145 @@
+"""A small local web server for the inspector: 127.0.0.1 only, the page and its script shipped in
+the package (no CDN, no network), JSON endpoints answered by a StoreView.
+
+    GET /                       the page
+    GET /static/<file>          app.js, style.css
+    GET /api/meta               counts, time range, decay, projection, filterable fields
+    GET /api/points?field=&value=   ids and disk coordinates (of the points matching a filter)
+    GET /api/weights?at=ISO     log time weights of every point at that time (the policy in numpy)
+    GET /api/search?q=&at=&k=&field=&value=     ranked results with the score breakdown
+    GET /api/point?id=          one point's fields
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from .data import StoreView
+
+__all__ = ["InspectorServer", "parse_time"]
+
+_STATIC = {"app.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"}
+
+
+def parse_time(text: str | None) -> datetime | None:
+    """An ISO-8601 time from the page (naive = UTC); None or empty = now."""
+    if not text:
+        return None
+    value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def _finite(obj: Any) -> Any:
+    """JSON has no inf/NaN: they become null (the page shows them as "-inf")."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def _static(name: str) -> bytes:
+    return resources.files("poincare_index.inspector").joinpath("static", name).read_bytes()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    view: StoreView  # set on the subclass made per server
+    lock: threading.Lock
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        return
+
+    def _send(self, status: int, body: bytes, ctype: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, status: int, obj: Any) -> None:
+        body = json.dumps(_finite(obj), allow_nan=False, default=str).encode()
+        self._send(status, body, "application/json")
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        url = urlparse(self.path)
+        q = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        try:
+            if url.path.startswith("/api/"):
+                with self.lock:
+                    self.view.sync()
+            if url.path in ("/", "/index.html"):
+                self._send(200, _static("index.html"), "text/html; charset=utf-8")
+            elif url.path.startswith("/static/") and url.path[8:] in _STATIC:
+                self._send(200, _static(url.path[8:]), _STATIC[url.path[8:]])
+            elif url.path == "/api/meta":
+                self._json(200, self.view.meta())
+            elif url.path == "/api/points":
+                self._json(200, self.view.points(q.get("field"), q.get("value")))
+            elif url.path == "/api/weights":
+                self._json(200, self.view.weights(parse_time(q.get("at"))))
+            elif url.path == "/api/search":
+                k = max(1, min(int(q.get("k", "10")), 100))
+                with self.lock:  # touch counting (with --allow-writes) is a write
+                    hits = self.view.search(
+                        q.get("q", ""), parse_time(q.get("at")), k, q.get("field"), q.get("value")
+                    )
+                self._json(200, {"results": hits})
+            elif url.path == "/api/point":
+                self._json(200, self.view.point(q.get("id", "")))
+            else:
+                self._json(404, {"error": f"no such page: {url.path}"})
+        except KeyError as exc:
+            self._json(404, {"error": str(exc.args[0] if exc.args else exc)})
+        except (ValueError, TypeError) as exc:
+            self._json(400, {"error": str(exc)})
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._json(405, {"error": "the inspector is read-only"})
+
+
+class InspectorServer:
+    """Serves one StoreView on 127.0.0.1:port (0: any free port) from a background thread."""
+
+    def __init__(self, view: StoreView, port: int = 0) -> None:
+        handler = type("Handler", (_Handler,), {"view": view, "lock": threading.Lock()})
+        self.view = view
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self.httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}/"
+
+    def start(self) -> InspectorServer:
+        self._thread = threading.Thread(
+            target=self.httpd.serve_forever, name="poincare-inspector", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        self.httpd.serve_forever()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> InspectorServer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,229 @@
+"""The inspector: its data (projection, weights, search) against the library, the server's
+read-only contract and errors, and the page in a real headless browser (Debian's chromium)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import poincare_index as pi
+from poincare_index.cli import main
+from poincare_index.inspector import InspectorServer, StoreView, open_store
+from poincare_index.inspector.data import disk_coordinates
+from poincare_memory import HalfLife, Memory, Product, ValidityWindow
+
+NOW = datetime.now(timezone.utc).replace(microsecond=0)
+TOPICS = ["invoice refund", "parcel courier", "password login", "battery firmware", "hill sprints"]
+
+
+def seed_store(path: Path | None, fillers: int = 0) -> Memory:
+    """The seed's validity example (session "seed") plus generated fillers (other sessions)."""
+    mem = Memory(decay=Product(HalfLife(hours=24 * 90), ValidityWindow()), path=path)
+    mem.add("API rate limit is 100 rps (release 2.3)", id="old", t=NOW - timedelta(days=90),
+            valid_until=NOW - timedelta(days=20), metadata={"session": "seed"})  # fmt: skip
+    mem.add("API rate limit is 250 rps (release 2.4)", id="new", t=NOW - timedelta(days=20),
+            valid_from=NOW - timedelta(days=20), metadata={"session": "seed"})  # fmt: skip
+    if fillers:
+        rng = np.random.default_rng(5)
+        texts = [f"note {i} about the {TOPICS[i % 5]} issue, case {rng.integers(10**6)}" for i in range(fillers)]
+        ages = rng.uniform(0, 365, fillers)
+        mem.add_many(
+            texts,
+            t=[NOW - timedelta(days=float(a)) for a in ages],
+            metadata=[{"session": f"s{i % 7}"} for i in range(fillers)],
+        )
+    return mem
+
+
+def get(server: InspectorServer, path: str):
+    return json.loads(urllib.request.urlopen(server.url + path, timeout=10).read())
+
+
+def test_disk_projection_keeps_depth_and_stays_inside():
+    rng = np.random.default_rng(0)
+    x = pi.project(rng.normal(size=(500, 10)) * 0.5)
+    xy = disk_coordinates(x)
+    np.testing.assert_allclose(np.linalg.norm(xy, axis=1), np.linalg.norm(x, axis=1), rtol=1e-12)
+    assert np.all(np.linalg.norm(xy, axis=1) < 1)
+
+
+def test_weights_are_the_policy_and_search_follows_the_seed():
+    mem = seed_store(None)
+    view = StoreView(mem)
+    at = NOW - timedelta(days=40)
+    expected = mem.decay.log_weight([NOW - timedelta(days=90), NOW - timedelta(days=20)], at,
+                                    [None, NOW - timedelta(days=20)], [NOW - timedelta(days=20), None])  # fmt: skip
+    np.testing.assert_allclose(view.weights(at)["log_weight"], expected, atol=1e-4)
+    assert [r["id"] for r in view.search("rate limit", NOW, 2, None, None)] == ["new", "old"]
+    assert [r["id"] for r in view.search("rate limit", at, 2, None, None)] == ["old", "new"]
+    hit = view.search("rate limit", NOW, 1, None, None)[0]
+    assert hit["score"] == pytest.approx(hit["distance_term"] + hit["depth_term"] + hit["time_term"])
+    assert mem["new"].access_count == 0  # the inspector counts nothing unless asked
+    assert view.point("old")["valid_until"].startswith(str((NOW - timedelta(days=20)).date()))
+    with pytest.raises(KeyError):
+        view.point("zz")
+    mem.add("a third memory", id="third")
+    view.sync()
+    assert "third" in view.points()["ids"]
+
+
+def test_server_is_read_only_and_reports_errors(tmp_path):
+    seed_store(tmp_path, fillers=30).close()
+
+    def digest():
+        h = hashlib.sha256()
+        for p in sorted(tmp_path.rglob("*")):
+            if p.is_file() and p.name != "LOCK":
+                h.update(p.name.encode() + p.read_bytes())
+        return h.hexdigest()
+
+    before = digest()
+    view = open_store(tmp_path)
+    with InspectorServer(view).start() as server:
+        assert server.url.startswith("http://127.0.0.1:")
+        assert [r["id"] for r in get(server, "api/search?q=rate+limit&k=2&field=session&value=seed")["results"]] == [
+            "new",
+            "old",
+        ]
+        assert get(server, "api/points?field=session&value=seed")["ids"] == ["old", "new"]
+        for bad, code in (("api/point?id=nope", 404), ("api/weights?at=yesterday", 400), ("api/nothing", 404)):
+            with pytest.raises(urllib.error.HTTPError) as err:
+                urllib.request.urlopen(server.url + bad, timeout=10)
+            assert err.value.code == code
+        req = urllib.request.Request(server.url + "api/search", data=b"{}", method="POST")
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(req, timeout=10)
+        assert err.value.code == 405
+    view.memory.close()
+    assert digest() == before  # the server wrote nothing
+
+
+def test_inspect_command_refuses_missing_and_corrupt_stores(tmp_path, capsys):
+    assert main(["inspect", str(tmp_path / "missing")]) == 2
+    assert "no store" in capsys.readouterr().err
+    with Memory(path=tmp_path / "store") as mem:
+        mem.add("x", id="x")
+    cfg = tmp_path / "store" / "default" / "config.json"
+    cfg.write_text(cfg.read_text().replace('"time_coef": 1.0', '"time_coef": 2.0'))
+    assert main(["inspect", str(tmp_path / "store")]) == 2
+    assert "checksum" in capsys.readouterr().err
+    index = pi.PoincareIndex(4)
+    index.add(pi.project(np.random.default_rng(1).normal(size=(50, 4)) * 0.3), t=NOW)
+    index.save(tmp_path / "idx")
+    view = open_store(tmp_path / "idx", half_life_hours=24)
+    assert view.meta()["kind"] == "index" and len(view.points()["ids"]) == 50
+    assert view.search("3", NOW, 1, None, None)[0]["id"] == "3"
+
+
+# ---- the page in a real browser ----------------------------------------------------------------
+
+
+def _browser():
+    """A headless Debian chromium driven by selenium, or a skip (a failure when CI is set)."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_bin = shutil.which("chromedriver")
+    why = None
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        why = "selenium is not installed (pip install '.[test]')"
+    if why is None and (chromium is None or driver_bin is None):
+        why = "Debian's chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)"
+    if why is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"browser test cannot run in CI: {why}")
+        pytest.skip(why)
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000"):
+        options.add_argument(arg)
+    return webdriver.Chrome(service=Service(executable_path=driver_bin), options=options)
+
+
+def _wait(driver, script: str, timeout: float = 15.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        value = driver.execute_script(script)
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for: {script}")
+
+
+def test_page_in_headless_chromium(tmp_path):
+    driver = _browser()
+    seed_store(tmp_path, fillers=10_000).close()
+    artifacts = Path(os.environ.get("POINCARE_TEST_ARTIFACTS", "test-artifacts"))
+    artifacts.mkdir(parents=True, exist_ok=True)
+    view = open_store(tmp_path)
+    try:
+        with InspectorServer(view).start() as server:
+            driver.get(server.url)
+            _wait(driver, "return document.body.dataset.ready === '1'")
+            ready_ms = driver.execute_script("return window.inspectorReady")
+            assert "10,002 memories" in driver.find_element("id", "summary").text
+            assert "Projection:" in driver.find_element("id", "projection").text
+            # scope to the seed's session, search at the slider's time (now)
+            driver.execute_script(
+                "const f = document.getElementById('field'); f.value = 'session';"
+                "f.dispatchEvent(new Event('change'));"
+            )
+            _wait(driver, "return document.getElementById('value').options.length > 0")
+            driver.execute_script(
+                "const v = document.getElementById('value'); v.value = 'seed'; v.dispatchEvent(new Event('change'));"
+            )
+            driver.find_element("id", "query").send_keys("rate limit")
+            driver.find_element("id", "search-button").click()
+            order = _wait(driver, "return document.getElementById('results').dataset.order")
+            assert order.split(",") == ["new", "old"]
+            # move the slider 40 days back: the ranking flips, as the seed says
+            at = (NOW - timedelta(days=40)).isoformat()
+            driver.execute_script(f"window.inspector.setTime({json.dumps(at)})")
+            _wait(driver, "return document.body.dataset.updates === '1'")
+            order = driver.execute_script("return document.getElementById('results').dataset.order")
+            assert order.split(",") == ["old", "new"]
+            terms = driver.find_element("css selector", "#results li .terms").text
+            assert "distance" in terms and "time" in terms
+            # clicking a result shows its fields
+            driver.find_element("css selector", "#results li").click()
+            _wait(driver, "return document.getElementById('details').dataset.id === 'old'")
+            assert "valid_until" in driver.find_element("id", "details").text
+            # slider timings over a sweep of the year (no query: weights only)
+            driver.execute_script("document.getElementById('query').value = '';")
+            driver.find_element("id", "search-button").click()
+            for i, days in enumerate(range(300, 0, -60), start=2):
+                t = (NOW - timedelta(days=days)).isoformat()
+                driver.execute_script(f"window.inspector.setTime({json.dumps(t)})")
+                _wait(driver, f"return document.body.dataset.updates === '{i}'")
+            timings = driver.execute_script("return window.sliderTimings")
+            # the screenshot: every session, a search at the slider's time (now)
+            driver.execute_script(
+                "const f = document.getElementById('field'); f.value = ''; f.dispatchEvent(new Event('change'));"
+                f"window.inspector.setTime({json.dumps(NOW.isoformat())});"
+            )
+            _wait(driver, f"return document.body.dataset.updates === '{len(timings) + 1}'")
+            driver.find_element("id", "query").send_keys("invoice refund")
+            driver.find_element("id", "search-button").click()
+            _wait(driver, "return (document.getElementById('results').dataset.order || '').split(',').length === 10")
+            shot = artifacts / "inspector.png"
+            driver.save_screenshot(str(shot))
+            assert shot.stat().st_size > 10_000
+            print(
+                f"\ninspector, 10,002 memories: interactive {ready_ms:.0f} ms after navigation; slider updates "
+                f"{', '.join(f'{t:.0f}' for t in timings)} ms (median {np.median(timings):.0f} ms); screenshot {shot}"
+            )
+    finally:
+        driver.quit()
+        view.memory.close()
