@@ -36,7 +36,9 @@ def seed_store(path: Path | None, fillers: int = 0) -> Memory:
             valid_from=NOW - timedelta(days=20), metadata={"session": "seed"})  # fmt: skip
     if fillers:
         rng = np.random.default_rng(5)
-        texts = [f"note {i} about the {TOPICS[i % 5]} issue, case {rng.integers(10**6)}" for i in range(fillers)]
+        texts = [
+            f"note {i} about the {TOPICS[i % 5]} issue, case {rng.integers(10**6)}" for i in range(fillers)
+        ]
         ages = rng.uniform(0, 365, fillers)
         mem.add_many(
             texts,
@@ -92,12 +94,18 @@ def test_server_is_read_only_and_reports_errors(tmp_path):
     view = open_store(tmp_path)
     with InspectorServer(view).start() as server:
         assert server.url.startswith("http://127.0.0.1:")
-        assert [r["id"] for r in get(server, "api/search?q=rate+limit&k=2&field=session&value=seed")["results"]] == [
+        assert [
+            r["id"] for r in get(server, "api/search?q=rate+limit&k=2&field=session&value=seed")["results"]
+        ] == [
             "new",
             "old",
         ]
         assert get(server, "api/points?field=session&value=seed")["ids"] == ["old", "new"]
-        for bad, code in (("api/point?id=nope", 404), ("api/weights?at=yesterday", 400), ("api/nothing", 404)):
+        for bad, code in (
+            ("api/point?id=nope", 404),
+            ("api/weights?at=yesterday", 400),
+            ("api/nothing", 404),
+        ):
             with pytest.raises(urllib.error.HTTPError) as err:
                 urllib.request.urlopen(server.url + bad, timeout=10)
             assert err.value.code == code
@@ -216,7 +224,10 @@ def test_page_in_headless_chromium(tmp_path):
             _wait(driver, f"return document.body.dataset.updates === '{len(timings) + 1}'")
             driver.find_element("id", "query").send_keys("invoice refund")
             driver.find_element("id", "search-button").click()
-            _wait(driver, "return (document.getElementById('results').dataset.order || '').split(',').length === 10")
+            _wait(
+                driver,
+                "return (document.getElementById('results').dataset.order || '').split(',').length === 10",
+            )
             shot = artifacts / "inspector.png"
             driver.save_screenshot(str(shot))
             assert shot.stat().st_size > 10_000
@@ -227,3 +238,36 @@ def test_page_in_headless_chromium(tmp_path):
     finally:
         driver.quit()
         view.memory.close()
+
+
+def test_inspect_command_serves_the_store(tmp_path):
+    import subprocess
+    import sys
+
+    seed_store(tmp_path, fillers=20).close()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "poincare_index.cli", "inspect", str(tmp_path), "--port", "0"],
+        stdout=subprocess.PIPE, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        url = line.split(" at ")[1].split()[0]
+        assert url.startswith("http://127.0.0.1:")
+        meta = json.loads(urllib.request.urlopen(url + "api/meta", timeout=10).read())
+        assert meta["count"] == 22 and meta["touch"] is False
+        page = urllib.request.urlopen(url, timeout=10).read().decode()
+        assert "/static/app.js" in page and "http" not in page.replace("http-equiv", "")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_allow_writes_counts_accesses(tmp_path):
+    seed_store(tmp_path).close()
+    view = open_store(tmp_path, allow_writes=True)
+    view.search("rate limit", NOW, 2, None, None)
+    assert view.memory["new"].access_count == 1
+    view.memory.close()
+    with Memory(path=tmp_path, read_only=True) as again:
+        assert again["new"].access_count == 1
