@@ -64,8 +64,8 @@ def test_weights_are_the_policy_and_search_follows_the_seed():
     mem = seed_store(None)
     view = StoreView(mem)
     at = NOW - timedelta(days=40)
-    expected = mem.decay.log_weight([NOW - timedelta(days=90), NOW - timedelta(days=20)], at,
-                                    [None, NOW - timedelta(days=20)], [NOW - timedelta(days=20), None])  # fmt: skip
+    day20 = NOW - timedelta(days=20)
+    expected = mem.decay.log_weight([NOW - timedelta(days=90), day20], at, [None, day20], [day20, None])
     np.testing.assert_allclose(view.weights(at)["log_weight"], expected, atol=1e-4)
     assert [r["id"] for r in view.search("rate limit", NOW, 2, None, None)] == ["new", "old"]
     assert [r["id"] for r in view.search("rate limit", at, 2, None, None)] == ["old", "new"]
@@ -148,7 +148,7 @@ def _browser():
     except ImportError:
         why = "selenium is not installed (pip install '.[test]')"
     if why is None and (chromium is None or driver_bin is None):
-        why = "Debian's chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)"
+        why = "Debian's chromium and its driver are missing (apt-get install chromium chromium-driver)"
     if why is not None:
         if os.environ.get("CI"):
             pytest.fail(f"browser test cannot run in CI: {why}")
@@ -190,7 +190,8 @@ def test_page_in_headless_chromium(tmp_path):
             )
             _wait(driver, "return document.getElementById('value').options.length > 0")
             driver.execute_script(
-                "const v = document.getElementById('value'); v.value = 'seed'; v.dispatchEvent(new Event('change'));"
+                "const v = document.getElementById('value'); v.value = 'seed';"
+                "v.dispatchEvent(new Event('change'));"
             )
             driver.find_element("id", "query").send_keys("rate limit")
             driver.find_element("id", "search-button").click()
@@ -218,7 +219,8 @@ def test_page_in_headless_chromium(tmp_path):
             timings = driver.execute_script("return window.sliderTimings")
             # the screenshot: every session, a search at the slider's time (now)
             driver.execute_script(
-                "const f = document.getElementById('field'); f.value = ''; f.dispatchEvent(new Event('change'));"
+                "const f = document.getElementById('field'); f.value = '';"
+                "f.dispatchEvent(new Event('change'));"
                 f"window.inspector.setTime({json.dumps(NOW.isoformat())});"
             )
             _wait(driver, f"return document.body.dataset.updates === '{len(timings) + 1}'")
@@ -232,8 +234,9 @@ def test_page_in_headless_chromium(tmp_path):
             driver.save_screenshot(str(shot))
             assert shot.stat().st_size > 10_000
             print(
-                f"\ninspector, 10,002 memories: interactive {ready_ms:.0f} ms after navigation; slider updates "
-                f"{', '.join(f'{t:.0f}' for t in timings)} ms (median {np.median(timings):.0f} ms); screenshot {shot}"
+                f"\ninspector, 10,002 memories: interactive {ready_ms:.0f} ms after navigation; "
+                f"slider updates {', '.join(f'{t:.0f}' for t in timings)} ms "
+                f"(median {np.median(timings):.0f} ms); screenshot {shot}"
             )
     finally:
         driver.quit()
