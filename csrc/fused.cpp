@@ -299,10 +299,11 @@ void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
   const std::int64_t* window_from =
       params.decay.uses_window() ? params.columns.valid_from : nullptr;
   const std::int64_t* window_until = params.columns.valid_until;
-  auto visit = [&](std::uint32_t n, float r) {
+  // offer=false: the node was offered already (the entry point, when time_seed scored it).
+  auto visit = [&](std::uint32_t n, float r, bool offer) {
     scratch.mark(n);
     const bool eligible = scorer.eligible(n);
-    if (eligible) collector.offer(n, r);
+    if (eligible && offer) collector.offer(n, r);
     if (r >= collector.limit() || !(beam.size() < ef || r < beam.front().first)) return;
     frontier.push_back({-r, n});
     std::push_heap(frontier.begin(), frontier.end());
@@ -317,7 +318,7 @@ void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
       beam.pop_back();
     }
   };
-  visit(cur, cur_r);
+  visit(cur, cur_r, !scratch.seen(cur));
   while (!frontier.empty()) {
     const Candidate c = frontier.front();
     const float r = -c.first;
@@ -337,7 +338,7 @@ void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
             prefetch(window_until + n);
           }
         },
-        [&](std::uint32_t n, float l2) { visit(n, l2 * storage.rank_factor(n)); });
+        [&](std::uint32_t n, float l2) { visit(n, l2 * storage.rank_factor(n), true); });
   }
   time_pass(scorer, storage, q, scratch, collector);
   collector.finish(out);

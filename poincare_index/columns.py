@@ -33,23 +33,33 @@ RESERVED_COLUMNS = ("id", "t", "valid_from", "valid_until", "access_count")
 
 class _ReadWriteLock:
     """Many readers (searches) or one writer (growing the arrays). A waiting writer goes first:
-    searches that arrive after it wait, so a stream of searches cannot starve an add."""
+    searches that arrive after it wait, so a stream of searches cannot starve an add.
+
+    Reads nest: a thread that already reads (or writes) may read again without waiting (a filter
+    callable that looks a memory up during a search). Taking the write lock while reading would
+    wait forever, so it raises instead."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._readers = 0
-        self._writer = False
+        self._writer: int | None = None  # the writing thread's ident
         self._writers_waiting = 0
+        self._local = threading.local()
 
     @contextmanager
     def reading(self) -> Iterator[None]:
+        me = threading.get_ident()
+        depth = getattr(self._local, "depth", 0)
         with self._cond:
-            while self._writer or self._writers_waiting:
-                self._cond.wait()
+            if depth == 0 and self._writer != me:
+                while self._writer is not None or self._writers_waiting:
+                    self._cond.wait()
             self._readers += 1
+        self._local.depth = depth + 1
         try:
             yield
         finally:
+            self._local.depth = depth
             with self._cond:
                 self._readers -= 1
                 if self._readers == 0:
@@ -57,19 +67,24 @@ class _ReadWriteLock:
 
     @contextmanager
     def writing(self) -> Iterator[None]:
+        if getattr(self._local, "depth", 0):
+            raise RuntimeError(
+                "a write was started while this thread is reading (e.g. a filter callable that "
+                "adds or deletes during a search); do it after the read returns"
+            )
         with self._cond:
             self._writers_waiting += 1
             try:
-                while self._writer or self._readers:
+                while self._writer is not None or self._readers:
                     self._cond.wait()
             finally:
                 self._writers_waiting -= 1
-            self._writer = True
+            self._writer = threading.get_ident()
         try:
             yield
         finally:
             with self._cond:
-                self._writer = False
+                self._writer = None
                 self._cond.notify_all()
 
 

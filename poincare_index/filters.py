@@ -19,6 +19,7 @@ the allowed rows exactly.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Mapping
 from datetime import datetime
@@ -172,6 +173,8 @@ def _scalar(value: Any, typ: pa.DataType, name: str, where: str) -> pa.Scalar:
             except ValueError:
                 raise ValueError(f"{where}: {value!r} is not an ISO-8601 time") from None
         if isinstance(value, numbers.Real) and not isinstance(value, bool):
+            if not math.isfinite(float(value)) or abs(float(value)) > 9.2e12:
+                raise ValueError(f"{where}: {value!r} epoch seconds is outside the time range")
             us = int(round(float(value) * 1_000_000))
         else:
             try:
@@ -188,3 +191,5 @@ def _scalar(value: Any, typ: pa.DataType, name: str, where: str) -> pa.Scalar:
         raise TypeError(
             f"{where}: {value!r} cannot be compared with column {name!r} ({typ}): {exc}"
         ) from None
+    except OverflowError:
+        raise ValueError(f"{where}: {value!r} is outside the range of column {name!r} ({typ})") from None

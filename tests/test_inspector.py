@@ -76,7 +76,7 @@ def test_weights_are_the_policy_and_search_follows_the_seed():
     with pytest.raises(KeyError):
         view.point("zz")
     mem.add("a third memory", id="third")
-    view.sync()
+    view.sync(max_age=0)
     assert "third" in view.points()["ids"]
 
 
@@ -274,3 +274,11 @@ def test_allow_writes_counts_accesses(tmp_path):
     view.memory.close()
     with Memory(path=tmp_path, read_only=True) as again:
         assert again["new"].access_count == 1
+
+
+def test_live_view_follows_accesses():
+    mem = seed_store(None)
+    view = StoreView(mem, touch=True)
+    view.search("rate limit", NOW, 2, None, None)
+    view.sync(max_age=0)
+    assert view.point("new")["access_count"] == 1

@@ -343,3 +343,52 @@ def test_a_bare_callable_is_an_embedder():
     assert mem.search("alpha", k=1)[0].id == "a"
     with pytest.raises(TypeError, match="embedder"):
         Memory(embedder=3)
+
+
+def test_reviewed_edge_cases():
+    mem = support_memory()
+    # a callable filter that fewer than k memories pass ends when every memory was ranked
+    assert [r.id for r in mem.search("customer", k=5, at_time=NOW, filters=lambda r: r.id == "m3")] == ["m3"]
+    for mode in ("keyword", "hybrid"):
+        mem.search("customer", k=5, mode=mode, at_time=NOW, filters=lambda r: False)
+    # text that is not valid Unicode is refused before anything is stored
+    with pytest.raises(ValueError, match="Unicode"):
+        mem.add("bad \ud800 text")
+    with pytest.raises(ValueError, match="int64"):
+        mem.add("big", metadata={"n": 2**70})
+    mem.add("small", id="small", metadata={"n": 1})
+    with pytest.raises(ValueError, match="range"):
+        mem.search("x", filters={"n": 10**30})
+    with pytest.raises(ValueError, match="limit"):
+        mem.list(limit=-1)
+    with pytest.raises(ValueError, match="ef"):
+        mem.search("x", ef=0)
+    with pytest.raises(TypeError, match="numeric"):
+        mem.search(vector=["a", "b"])
+    # sessions work before any memory was added in one
+    fresh = Memory()
+    s = fresh.session("s1")
+    assert s.search("anything") == [] and s.list() == [] and s.end() == 0
+    assert fresh.search("anything", session="s1") == []
+
+
+def test_filters_may_read_the_memory_but_not_write_it():
+    mem = support_memory()
+    seen = []
+
+    def reads(r):
+        seen.append(mem.get(r.id).text)  # a nested read: no deadlock, even with a writer waiting
+        return True
+
+    writer = threading.Thread(target=lambda: mem.add("concurrent", id="c", t=NOW))
+    writer.start()
+    assert len(mem.search("customer", k=3, at_time=NOW, filters=reads)) == 3
+    writer.join()
+    assert seen
+
+    def writes(r):
+        mem.add("inside a search", t=NOW)
+        return True
+
+    with pytest.raises(RuntimeError, match="while this thread is reading"):
+        mem.search("customer", k=3, at_time=NOW, filters=writes)

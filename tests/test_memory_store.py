@@ -198,3 +198,86 @@ def test_a_dropped_memory_gives_its_lock_back(tmp_path):
     again = Memory(path=tmp_path)  # no StoreLockedError; the add is in the log
     assert again["k"].text == "kept"
     again.close()
+
+
+def test_a_damaged_record_length_is_corruption_not_a_torn_tail(tmp_path):
+    mem = Memory(path=tmp_path)
+    for i in range(3):
+        mem.add(f"m{i}", id=f"m{i}")
+    del mem
+    log = _log_file(tmp_path)
+    data = bytearray(log.read_bytes())
+    data[8 + 3] ^= 0x40  # the first record's length field
+    log.write_bytes(bytes(data))
+    with pytest.raises(pi.IndexFormatError, match="header"):
+        Memory(path=tmp_path)
+    assert log.read_bytes() == bytes(data)  # nothing was truncated away
+
+
+def test_update_that_triggers_a_checkpoint_keeps_one_version(tmp_path):
+    mem = Memory(path=tmp_path, checkpoint_every=2)
+    mem.add("cats sleep all day", id="a")
+    mem.update("a", "dogs run in the park")
+    mem.add("filler", id="f")
+    del mem
+    again = Memory(path=tmp_path)
+    assert len(again) == 2 and [r.text for r in again.list({"id": "a"})] == ["dogs run in the park"]
+    assert [r.text for r in again.search("park", k=5) if r.id == "a"] == ["dogs run in the park"]
+    again.close()
+
+
+def test_a_failed_checkpoint_loses_and_undoes_nothing(tmp_path, monkeypatch):
+    from poincare_index.memory import store
+
+    mem = Memory(path=tmp_path, checkpoint_every=1)
+    mem.add("one", id="a")
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store.NamespaceDir, "write_snapshot", disk_full)
+    with pytest.warns(RuntimeWarning, match="checkpoint failed"):
+        mem.add("two", id="b")
+    assert "b" in mem
+    monkeypatch.undo()
+    del mem
+    again = Memory(path=tmp_path)
+    assert sorted(r.id for r in again) == ["a", "b"]
+    again.close()
+
+
+def test_a_closed_memory_refuses_work(tmp_path):
+    mem = Memory(path=tmp_path)
+    mem.add("x", id="x")
+    mem.close()
+    for call in (mem.checkpoint, lambda: mem.search("x"), lambda: mem.add("y"), lambda: mem.delete("x")):
+        with pytest.raises(ValueError, match="closed"):
+            call()
+    other = Memory(path=tmp_path)
+    assert other["x"].access_count == 0
+    other.close()
+
+
+def test_read_only_opens_while_the_writer_checkpoints(tmp_path):
+    import threading
+
+    mem = Memory(path=tmp_path, checkpoint_every=3)
+    mem.add("start", id="s")
+    stop = threading.Event()
+
+    def write():
+        i = 0
+        while not stop.is_set():
+            mem.add(f"memory {i}", id=f"w{i}")
+            i += 1
+
+    t = threading.Thread(target=write)
+    t.start()
+    try:
+        for _ in range(30):
+            reader = Memory(path=tmp_path, read_only=True)
+            assert "s" in reader
+    finally:
+        stop.set()
+        t.join()
+        mem.close()

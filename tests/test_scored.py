@@ -249,3 +249,18 @@ def test_time_pass_reads_recent_buckets_when_over_budget_and_time_dominates():
     walk = index.search_scored(queries, 10, decay=decay, at_time=at, ef=16)
     walk_hits = sum(len(set(a) & set(b)) for a, b in zip(walk.ids.tolist(), ref_i.tolist()))
     assert walk_hits / ref_i.size < 0.8
+
+
+@pytest.mark.parametrize("hours_later", [20, 500])
+def test_no_point_is_returned_twice_when_time_seeds_the_walk(hours_later):
+    """A decay so fast that the time seed scores the newest points before the walk: the walk's
+    entry point may be one of them and must not be offered again."""
+    rng = np.random.default_rng(2)
+    x = pi.project(rng.normal(size=(40, 8)) * 0.3).astype(np.float32)
+    index = pi.PoincareIndex(8, seed=0)
+    index.add(x, t=NOW)
+    at = NOW + timedelta(hours=hours_later)
+    r = index.search_scored(x[:5], 10, decay=pi.HalfLife(hours=1), at_time=at, touch=True)
+    for row in r.ids:
+        assert len(set(row.tolist())) == len(row)
+    assert int(index.columns.column("access_count").to_numpy().sum()) == 50

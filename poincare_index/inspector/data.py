@@ -8,6 +8,7 @@ The page never evaluates a decay policy itself: weights come from the policy's n
 from __future__ import annotations
 
 import math
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -35,28 +36,34 @@ def _iso(us: int | None) -> str | None:
     return None if us is None else _time.micros_to_datetime(us).isoformat().replace("+00:00", "Z")
 
 
-def disk_coordinates(x: NDArray[np.float64]) -> NDArray[np.float64]:
-    """(n, 2) points in the unit disk: |x| kept (hence the depth), direction by PCA of x/|x|
-    scaled by depth (the tangent vectors at the origin)."""
-    n = x.shape[0]
-    if n == 0:
-        return np.zeros((0, 2))
+def tangent_vectors(x: NDArray[np.float64]) -> NDArray[np.float64]:
+    """log map at the origin (curvature 1): artanh(|x|) x / |x|."""
     norms = np.linalg.norm(x, axis=1)
-    tangent = np.arctanh(np.minimum(norms, 1 - 1e-12))[:, None] * np.divide(
-        x, norms[:, None], out=np.zeros_like(x), where=norms[:, None] > 0
-    )
+    unit = np.divide(x, norms[:, None], out=np.zeros_like(x), where=norms[:, None] > 0)
+    return np.arctanh(np.minimum(norms, 1 - 1e-12))[:, None] * unit
+
+
+def principal_axes(tangent: NDArray[np.float64]) -> NDArray[np.float64]:
+    """(dim, 2): the two principal axes of the tangent vectors (a seeded sample of 20,000)."""
+    n, dim = tangent.shape
     sample = tangent if n <= 20_000 else tangent[np.random.default_rng(0).choice(n, 20_000, replace=False)]
-    centred = sample - sample.mean(axis=0)
-    if x.shape[1] >= 2 and np.any(centred):
-        _, _, vt = np.linalg.svd(centred, full_matrices=False)
-        axes = vt[:2].T
-    else:
-        axes = np.eye(x.shape[1], 2)
-    flat = tangent @ axes
+    centred = sample - sample.mean(axis=0) if n else sample
+    if dim >= 2 and n and np.any(centred):
+        return np.linalg.svd(centred, full_matrices=False)[2][:2].T
+    return np.eye(dim, 2)
+
+
+def disk_coordinates(x: NDArray[np.float64], axes: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
+    """(n, 2) points in the unit disk: |x| kept (hence the depth), direction from the tangent
+    vector projected on ``axes`` (default: its own principal axes)."""
+    if x.shape[0] == 0:
+        return np.zeros((0, 2))
+    tangent = tangent_vectors(x)
+    flat = tangent @ (principal_axes(tangent) if axes is None else axes)
     fn = np.linalg.norm(flat, axis=1)
     direction = np.divide(flat, fn[:, None], out=np.zeros_like(flat), where=fn[:, None] > 0)
     direction[fn == 0] = (1.0, 0.0)
-    return direction * norms[:, None]
+    return direction * np.linalg.norm(x, axis=1)[:, None]
 
 
 class StoreView:
@@ -72,39 +79,58 @@ class StoreView:
         self.future_weight = (
             self.memory._config.future_weight if self.memory is not None else DEFAULT_FUTURE_WEIGHT
         )
-        self._version = -1
+        self._version: tuple[int, int] = (-1, -1)
+        self._axes: NDArray[np.float64] | None = None
+        self._axes_n = 0
         self.refresh()
 
-    def sync(self) -> None:
-        """Re-reads the store when a live Memory changed since (adds, deletes)."""
-        if self.memory is not None and self.memory._version != self._version:
+    def _state(self) -> tuple[int, int]:
+        assert self.memory is not None
+        return (self.memory._version, self.memory._touches)
+
+    def sync(self, max_age: float = 0.25) -> None:
+        """Re-reads the store when a live Memory changed (adds, deletes, accesses) and the view
+        is older than ``max_age`` seconds: a store under constant writes is re-read a few
+        times a second, not on every request."""
+        if self.memory is None or self._state() == self._version:
+            return
+        if time.monotonic() - self._refreshed >= max_age:
             self.refresh()
 
     # ---- the points ----------------------------------------------------------------------
     def refresh(self) -> None:
+        """Reads the points (under the Memory's read lock: one consistent state)."""
         if self.memory is not None:
-            self._version = self.memory._version
-        table = self.memory.to_arrow() if self.memory is not None else self._index_table()
+            with self.memory._lock.reading():
+                self._version = self._state()
+                rows = [r for r, m in enumerate(self.memory._mids) if m is not None]
+                table = self.memory._table(rows)
+                vecs = self._vectors(rows)
+        else:
+            table = self._index_table()
+            vecs = self._vectors(table.column("_key").to_pylist())
         self.table = table
         self.ids = [str(v) for v in table.column("id").to_pylist()]
         self.row_of = {mid: i for i, mid in enumerate(self.ids)}
-        if self.memory is not None:
-            rows = [self.memory._row_of[m] for m in self.ids]
-        else:
-            rows = table.column("_key").to_pylist()
-        vecs = (
-            np.stack([self.index.reconstruct(r) for r in rows]).astype(np.float64)
-            if rows
-            else np.zeros((0, 2))
-        )
-        self.xy = disk_coordinates(vecs)
+        # The projection's axes stay put while the store grows or shrinks by under 10 %, so
+        # points do not jump around between refreshes.
+        n = vecs.shape[0]
+        if self._axes is None or not 0.9 * self._axes_n <= n <= 1.1 * self._axes_n:
+            self._axes = principal_axes(tangent_vectors(vecs)) if n else None
+            self._axes_n = n
+        self.xy = disk_coordinates(vecs, self._axes)
+        self._refreshed = time.monotonic()
         self.t_us = _us(table.column("t"))
         self.valid_from = _us(table.column("valid_from"), _time.OPEN_START)
         self.valid_until = _us(table.column("valid_until"), _time.OPEN_END)
-        self.access = np.asarray(
-            table.column("access_count").to_numpy(zero_copy_only=False), dtype=np.float64
-        )
+        access = table.column("access_count").to_numpy(zero_copy_only=False)
+        self.access = np.asarray(access, dtype=np.float64)
         self.fields = [n for n in table.column_names if n not in _BUILTIN and not n.startswith("_")]
+
+    def _vectors(self, keys: list[int]) -> NDArray[np.float64]:
+        if not keys:
+            return np.zeros((0, 2))
+        return np.stack([self.index.reconstruct(k) for k in keys]).astype(np.float64)
 
     def _index_table(self) -> pa.Table:
         cols = self.index.columns
@@ -175,6 +201,8 @@ class StoreView:
     def search(
         self, query: str, at: datetime | None, k: int, field: str | None, value: Any
     ) -> list[dict[str, Any]]:
+        if field and field not in self.fields:
+            raise ValueError(f"unknown field {field!r}")
         if self.memory is not None:
             filters = None if not field else {field: _typed(self.table.column(field).type, value)}
             results = self.memory.search(query, k, at_time=at, touch=self.touch, filters=filters)

@@ -74,34 +74,39 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlparse(self.path)
         q = {k: v[-1] for k, v in parse_qs(url.query).items()}
         try:
-            if url.path.startswith("/api/"):
-                with self.lock:
-                    self.view.sync()
             if url.path in ("/", "/index.html"):
                 self._send(200, _static("index.html"), "text/html; charset=utf-8")
             elif url.path.startswith("/static/") and url.path[8:] in _STATIC:
                 self._send(200, _static(url.path[8:]), _STATIC[url.path[8:]])
-            elif url.path == "/api/meta":
-                self._json(200, self.view.meta())
-            elif url.path == "/api/points":
-                self._json(200, self.view.points(q.get("field"), q.get("value")))
-            elif url.path == "/api/weights":
-                self._json(200, self.view.weights(parse_time(q.get("at"))))
-            elif url.path == "/api/search":
-                k = max(1, min(int(q.get("k", "10")), 100))
-                with self.lock:  # touch counting (with --allow-writes) is a write
-                    hits = self.view.search(
-                        q.get("q", ""), parse_time(q.get("at")), k, q.get("field"), q.get("value")
-                    )
-                self._json(200, {"results": hits})
-            elif url.path == "/api/point":
-                self._json(200, self.view.point(q.get("id", "")))
+            elif url.path.startswith("/api/"):
+                # One request at a time reads the view: a live Memory's changes swap its arrays.
+                with self.lock:
+                    self.view.sync()
+                    status, body = self._api(url.path, q)
+                self._json(status, body)
             else:
                 self._json(404, {"error": f"no such page: {url.path}"})
         except KeyError as exc:
             self._json(404, {"error": str(exc.args[0] if exc.args else exc)})
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, OverflowError) as exc:
             self._json(400, {"error": str(exc)})
+        except Exception as exc:  # never drop the connection without an answer
+            self._json(500, {"error": f"{type(exc).__name__}: {exc}"})
+
+    def _api(self, path: str, q: dict[str, str]) -> tuple[int, Any]:
+        if path == "/api/meta":
+            return 200, self.view.meta()
+        if path == "/api/points":
+            return 200, self.view.points(q.get("field"), q.get("value"))
+        if path == "/api/weights":
+            return 200, self.view.weights(parse_time(q.get("at")))
+        if path == "/api/search":
+            k = max(1, min(int(q.get("k", "10")), 100))
+            at = parse_time(q.get("at"))
+            return 200, {"results": self.view.search(q.get("q", ""), at, k, q.get("field"), q.get("value"))}
+        if path == "/api/point":
+            return 200, self.view.point(q.get("id", ""))
+        return 404, {"error": f"no such endpoint: {path}"}
 
     def do_POST(self) -> None:  # noqa: N802
         self._json(405, {"error": "the inspector is read-only"})

@@ -3,6 +3,8 @@ on open after the snapshot, and folded into a new snapshot at checkpoints (see s
 
 from __future__ import annotations
 
+import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -35,12 +37,33 @@ class MemoryJournal:
     _config: Any
 
     def _checkpoint_locked(self) -> None:
+        """Snapshot at the current sequence number, then a fresh log, then the old files go.
+        The new log exists before anything older is removed, so a failure at any step leaves
+        every acknowledged change either in the snapshot CURRENT names or in a log after it."""
         assert self._ns is not None
         self._ns.write_snapshot(self._seq, self._index, self._mids, self._texts)
-        if self._writer is not None:
-            self._writer.close()
-        self._writer = LogWriter(self._ns.log_path(self._seq + 1), fsync=self._fsync)
+        writer = LogWriter(self._ns.log_path(self._seq + 1), fsync=self._fsync)
+        old, self._writer = self._writer, writer
+        if old is not None:
+            old.close()
         self._since_checkpoint = 0
+        self._ns.remove_stale(self._seq)
+
+    def _maybe_checkpoint(self) -> None:
+        """After a write (writer lock held): checkpoint when due. A failure here loses nothing
+        (the changes are in the log); it is reported as a warning and retried on the next write."""
+        if self._ns is None or self._since_checkpoint < self._checkpoint_every:
+            return
+        with self._log_lock:
+            try:
+                self._checkpoint_locked()
+            except Exception as exc:
+                warnings.warn(
+                    f"memory store {self._ns.dir}: checkpoint failed ({exc}); every change is safe "
+                    "in the log and the next write retries",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
 
     def _log(self, header: dict[str, Any], vecs: Any = None) -> None:
         with self._log_lock:
@@ -59,8 +82,6 @@ class MemoryJournal:
             self._seq -= 1
             raise
         self._since_checkpoint += 1
-        if header["op"] != "touch" and self._since_checkpoint >= self._checkpoint_every:
-            self._checkpoint_locked()
 
     def _log_or_undo(self, header: dict[str, Any], vecs: Any, rows: list[int]) -> None:
         """Logs an applied add; if the log write fails, the add is undone."""
@@ -71,6 +92,29 @@ class MemoryJournal:
             raise
 
     def _recover(self, ef_search: int) -> None:
+        """Loads the snapshot CURRENT names and replays the logs after it. A read-only opener
+        can race the writer's checkpoint (which removes the files it supersedes): it retries
+        until CURRENT is the same before and after its read."""
+        assert self._ns is not None
+        attempts = 10 if self._read_only else 1
+        for attempt in range(attempts):
+            try:
+                snapshot = self._load(ef_search)
+                if not self._read_only or self._ns.current()[0] == snapshot:
+                    break
+            except (IndexFormatError, OSError):
+                if attempt == attempts - 1:
+                    raise
+            self._init_state(self._index.num_threads, ef_search)
+            time.sleep(0.02 * (attempt + 1))
+        else:
+            raise IndexFormatError(f"{self._ns.dir}: the store kept changing while being read")
+        if not self._read_only:
+            logs = self._ns.log_paths()
+            path = logs[-1] if logs else self._ns.log_path(self._seq + 1)
+            self._writer = LogWriter(path, fsync=self._fsync)
+
+    def _load(self, ef_search: int) -> str | None:
         assert self._ns is not None
         snapshot, snap_seq = self._ns.current()
         if snapshot is not None:
@@ -82,10 +126,7 @@ class MemoryJournal:
             self._replay(header, blob)
             self._seq = seq
             self._since_checkpoint += 1
-        if not self._read_only:
-            logs = self._ns.log_paths()
-            path = logs[-1] if logs else self._ns.log_path(self._seq + 1)
-            self._writer = LogWriter(path, fsync=self._fsync)
+        return snapshot
 
     def _replay(self, header: dict[str, Any], blob: bytes) -> None:
         op = header["op"]

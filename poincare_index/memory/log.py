@@ -1,14 +1,17 @@
 """The append-only operation log of a Memory store.
 
-File: 8 magic bytes ``PMLOG\\x00`` + u16 format version, then records. Record: u32 payload
-length, u32 CRC-32 of (sequence number + payload), u64 sequence number, payload. Payload: u32
-length of a UTF-8 JSON header, the header, then raw little-endian float32 vector bytes (possibly
-none). Each record goes to the file in one ``write`` before the operation returns, so a killed
+File: 6 magic bytes ``PMLOG\\x00`` + u16 format version, then records. Record: u32 payload
+length, u64 sequence number, u32 CRC-32 of those 12 bytes, u32 CRC-32 of the payload, payload.
+Payload: u32 length of a UTF-8 JSON header, the header, then raw little-endian float32 vector
+bytes (possibly none). Each record goes to the file in one ``write`` before the operation returns, so a killed
 process loses nothing acknowledged; ``fsync=True`` also survives power loss.
 
 Reading stops at a torn tail (a record cut short by a crash mid-write, which was never
-acknowledged) and truncates it away when opened for appending; a bad checksum on a record that is
-followed by more data is corruption and raises :class:`poincare_index.IndexFormatError`.
+acknowledged: fewer bytes than a record header, or a header whose own checksum holds but whose
+payload runs past the end of the file or fails its checksum as the file's last record) and
+truncates it away when opened for appending. Anything else that fails a checksum -- a header, or
+a payload followed by more data -- is corruption and raises
+:class:`poincare_index.IndexFormatError`: a damaged length can never pass for a torn tail.
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ __all__ = ["LogWriter", "read_log", "LOG_MAGIC", "LOG_VERSION"]
 LOG_MAGIC = b"PMLOG\x00"
 LOG_VERSION = 1
 _FILE_HEADER = struct.Struct("<6sH")
-_RECORD = struct.Struct("<IIQ")
-_MAX_RECORD = 1 << 31
+_RECORD = struct.Struct("<IQII")
+_HEAD = struct.Struct("<IQ")
 
 
 def _encode(seq: int, header: dict[str, Any], vectors: NDArray[np.float32] | None) -> bytes:
@@ -40,8 +43,8 @@ def _encode(seq: int, header: dict[str, Any], vectors: NDArray[np.float32] | Non
     body = struct.pack("<I", len(head)) + head
     if vectors is not None:
         body += np.ascontiguousarray(vectors, dtype="<f4").tobytes()
-    crc = zlib.crc32(struct.pack("<Q", seq) + body)
-    return _RECORD.pack(len(body), crc, seq) + body
+    head_crc = zlib.crc32(_HEAD.pack(len(body), seq))
+    return _RECORD.pack(len(body), seq, head_crc, zlib.crc32(body)) + body
 
 
 def read_log(path: Path) -> tuple[list[tuple[int, dict[str, Any], bytes]], int]:
@@ -60,16 +63,20 @@ def read_log(path: Path) -> tuple[list[tuple[int, dict[str, Any], bytes]], int]:
     out: list[tuple[int, dict[str, Any], bytes]] = []
     while pos < len(data):
         if pos + _RECORD.size > len(data):
-            break  # torn tail
-        length, crc, seq = _RECORD.unpack_from(data, pos)
+            break  # torn tail: not even a whole record header
+        length, seq, head_crc, body_crc = _RECORD.unpack_from(data, pos)
+        if zlib.crc32(_HEAD.pack(length, seq)) != head_crc:
+            if not any(data[pos:]):
+                break  # a zero-filled tail (file extended, data never written): torn
+            raise IndexFormatError(f"{path}: record header at byte {pos} fails its checksum (corrupted log)")
         end = pos + _RECORD.size + length
-        if length > _MAX_RECORD or end > len(data):
-            break  # torn tail
+        if end > len(data):
+            break  # torn tail: the header is sound, the payload was cut short
         body = data[pos + _RECORD.size : end]
-        if zlib.crc32(struct.pack("<Q", seq) + body) != crc:
+        if zlib.crc32(body) != body_crc:
             if end < len(data):
                 raise IndexFormatError(f"{path}: record at byte {pos} fails its checksum (corrupted log)")
-            break  # a torn last record
+            break  # the last record, torn
         try:
             (head_len,) = struct.unpack_from("<I", body, 0)
             header = json.loads(body[4 : 4 + head_len].decode("utf-8"))
@@ -97,6 +104,12 @@ class LogWriter:
         os.lseek(self._fd, valid, os.SEEK_SET)
         if fsync or not exists:
             os.fsync(self._fd)
+        if not exists:  # the new file's name must survive a power loss too
+            dir_fd = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
 
     def append(self, seq: int, header: dict[str, Any], vectors: NDArray[np.float32] | None = None) -> None:
         record = _encode(seq, header, vectors)

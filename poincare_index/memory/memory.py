@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _time
+from .._validation import as_positive_int
 from ..columns import _ReadWriteLock
 from ..decay import DecayPolicy
 from ..embed import embed_checked
@@ -122,6 +124,7 @@ class Memory(MemoryViews, MemoryJournal):
         self._keyword = KeywordIndex()
         self._keyword_version = -1
         self._version = 0  # bumped by every structural change
+        self._touches = 0  # bumped by every access counted
         self._view_cache: tuple[int, pa.Array, pa.Array] | None = None
         self._retrievals = 0
         self._tokens_retrieved = 0
@@ -357,6 +360,7 @@ class Memory(MemoryViews, MemoryJournal):
         memories (see :meth:`session`). ``max_tokens``: the longest prefix
         of the ranking whose texts fit the budget. ``touch``: count an access on every result.
         """
+        self._check_open()
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
         if (query is None) == (vector is None) and mode == "vector":
@@ -371,6 +375,8 @@ class Memory(MemoryViews, MemoryJournal):
             isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
         ):
             raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
+        if ef is not None:
+            as_positive_int(ef, "ef")
         if session is not None and not isinstance(session, str):
             raise TypeError(f"session must be a str, got {type(session).__name__}")
         if not isinstance(touch, bool):
@@ -415,7 +421,10 @@ class Memory(MemoryViews, MemoryJournal):
         return iter(self.list())
 
     def list(self, filters: Any = None, *, limit: int | None = None) -> list[Result]:
-        """The memories matching ``filters`` (dict or callable; None: all), in insertion order."""
+        """The memories matching ``filters`` (dict or callable; None: all), in insertion order;
+        at most ``limit`` of them."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ValueError(f"limit must be a positive int or None, got {limit!r}")
         with self._lock.reading():
             rows = self._matching_rows(filters, limit)
             return self._result_rows(rows)
@@ -439,6 +448,7 @@ class Memory(MemoryViews, MemoryJournal):
     def checkpoint(self) -> None:
         """Write a snapshot and start a fresh log (also done automatically every
         ``checkpoint_every`` writes and on close)."""
+        self._check_open()
         if self._ns is None or self._read_only:
             return
         with self._lock.writing(), self._log_lock:
@@ -498,12 +508,20 @@ class Memory(MemoryViews, MemoryJournal):
         return sorted(p.name for p in root.iterdir() if (p / "config.json").exists())
 
     # ---- internals ------------------------------------------------------------------------
-    def _writing(self) -> Any:
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """The writer lock for one write; a checkpoint follows when due (still under the lock,
+        after the write is complete and logged)."""
         if self._read_only:
             raise PermissionError("this Memory was opened read_only=True")
+        self._check_open()
+        with self._lock.writing():
+            yield
+            self._maybe_checkpoint()
+
+    def _check_open(self) -> None:
         if self._closed:
             raise ValueError("this Memory is closed")
-        return self._lock.writing()
 
     def _row(self, id: Any) -> int:
         if not isinstance(id, str):
@@ -546,6 +564,7 @@ class Memory(MemoryViews, MemoryJournal):
 
     def _apply_touch(self, rows: list[int]) -> None:
         np.add.at(self._index._columns._access, np.asarray(rows, dtype=np.int64), 1)
+        self._touches += 1
 
     def _touch(self, results: list[Result]) -> list[Result]:
         rows = [self._row_of[r.id] for r in results]

@@ -36,12 +36,21 @@ class Batch:
         return len(self.ids)
 
 
+def check_utf8(value: str, what: str) -> str:
+    """Strings are stored as UTF-8: lone surrogates (e.g. from bad decoding) are refused."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{what} is not valid Unicode text ({exc.reason} at {exc.start})") from None
+    return value
+
+
 def _check_id(value: Any, where: str) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{where}: id must be a str, got {type(value).__name__}")
     if not value:
         raise ValueError(f"{where}: id must not be empty")
-    return value
+    return check_utf8(value, f"{where}: id")
 
 
 def _check_metadata(meta: Any, where: str) -> dict[str, Any]:
@@ -55,7 +64,10 @@ def _check_metadata(meta: Any, where: str) -> dict[str, Any]:
             raise TypeError(f"{where}: metadata keys must be non-empty str, got {key!r}")
         if key in BUILTIN_COLUMNS:
             raise ValueError(f"{where}: metadata key {key!r} clashes with the built-in column {key!r}")
+        check_utf8(key, f"{where}: metadata key")
         check_metadata_value(key, value, where)
+        if isinstance(value, str):
+            check_utf8(value, f"{where}: metadata {key!r}")
         out[key] = value
     return out
 
@@ -74,6 +86,7 @@ def make_batch(
     for i, text in enumerate(texts):
         if not isinstance(text, str):
             raise TypeError(f"texts[{i}] must be a str, got {type(text).__name__}")
+        check_utf8(text, f"texts[{i}]")
     if ids is None:
         id_list = [uuid.uuid4().hex for _ in range(n)]
     else:
@@ -109,6 +122,8 @@ def metadata_columns(metas: list[dict[str, Any]]) -> pa.Table | None:
             arr = pa.array(values)
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
             raise ValueError(f"metadata {key!r} mixes value types: {exc}") from None
+        except OverflowError:
+            raise ValueError(f"metadata {key!r} holds an integer outside the int64 range") from None
         if pa.types.is_timestamp(arr.type):
             arr = arr.cast(pa.timestamp("us", tz="UTC"))
         columns[key] = arr

@@ -51,12 +51,17 @@ def run_search(mem: Memory, req: SearchRequest) -> list[Result]:
                 f"filters must be a dict or a callable on Result, got {type(req.filters).__name__}"
             )
     if req.vector is not None:
-        vec = np.asarray(req.vector, dtype=np.float64)
+        raw = np.asarray(req.vector)
+        if raw.dtype.kind not in "fiu":
+            raise TypeError(f"vector must be numeric, got dtype {raw.dtype}")
+        vec = raw.astype(np.float64)
         if vec.ndim == 1:
             vec = vec.reshape(1, -1)
         req.vector = vec
     start = None if req.window is None else req.at_us - req.window // timedelta(microseconds=1)
     if req.session is not None:
+        if not mem._has_column("session"):
+            return []  # no memory was ever added in a session
         scope = {"session": req.session}
         dict_filter = scope if dict_filter is None else {"$and": [scope, dict(dict_filter)]}
     mask = mem._mask(dict_filter, start)
@@ -73,7 +78,10 @@ def run_search(mem: Memory, req: SearchRequest) -> list[Result]:
             results = [r for r in results if post(r)]
         if len(results) >= k or exhausted or post is None:
             return results[:k]
-        fetch = min(fetch * 4, max(len(mem), k))
+        grown = min(fetch * 4, max(len(mem), k))
+        if grown <= fetch:  # every memory was ranked already
+            return results[:k]
+        fetch = grown
 
 
 def _vector(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Result]:

@@ -65,6 +65,8 @@ class Session:
 
     def list(self, filters: Any = None) -> list[Result]:
         """This session's memories (optionally narrowed by a dict or callable filter)."""
+        if not self.memory._has_column(SESSION_KEY):
+            return []  # no memory was ever added in a session
         if filters is None or isinstance(filters, Mapping):
             return self.memory.list(self._scoped(filters))
         return [r for r in self.memory.list(self._scoped(None)) if filters(r)]
@@ -72,6 +74,8 @@ class Session:
     def end(self, archive: str | os.PathLike[str] | None = None) -> int:
         """Delete this session's memories (after writing them to ``archive``, a new Parquet
         file, when given). Returns how many were removed."""
+        if not self.memory._has_column(SESSION_KEY):
+            return 0
         if archive is None:
             return self.memory.delete(filters={SESSION_KEY: self.id})
         from datetime import timedelta

@@ -168,7 +168,6 @@ class NamespaceDir:
         os.replace(tmp, final)
         _fsync_dir(self.dir)
         write_json_atomic(self.dir / "CURRENT", {"snapshot": name, "seq": seq})
-        self._remove_stale(keep_snapshot=name, first_log_seq=seq + 1)
 
     def read_snapshot(
         self, name: str, num_threads: int | None
@@ -204,14 +203,15 @@ class NamespaceDir:
     def log_path(self, first_seq: int) -> Path:
         return self.dir / f"log-{first_seq:016d}.bin"
 
-    def _remove_stale(self, keep_snapshot: str, first_log_seq: int) -> None:
-        """Old snapshots and logs wholly covered by the snapshot (after CURRENT moved on)."""
+    def remove_stale(self, seq: int) -> None:
+        """Snapshots other than the one for ``seq``, and logs wholly covered by it (called after
+        CURRENT names that snapshot and the log after it exists)."""
+        keep = f"snap-{seq:016d}"
         for p in self.dir.iterdir():
-            if _SNAP.match(p.name) and p.name != keep_snapshot or p.name.endswith(".tmp"):
+            if (_SNAP.match(p.name) and p.name != keep) or p.name.endswith(".tmp"):
                 if p.is_dir():
                     shutil.rmtree(p, ignore_errors=True)
-        logs = self.log_paths()
-        for p in logs:
+        for p in self.log_paths():
             m = _LOG.match(p.name)
-            if m and int(m.group(1)) < first_log_seq and p != self.log_path(first_log_seq):
+            if m and int(m.group(1)) <= seq:
                 p.unlink(missing_ok=True)

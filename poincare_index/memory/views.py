@@ -35,6 +35,10 @@ class MemoryViews:
     _keyword_version: int
     _log_lock: Any
 
+    def _has_column(self, name: str) -> bool:
+        meta = self._index._columns.metadata
+        return meta is not None and name in meta.column_names
+
     def _view_arrays(self) -> tuple[pa.Array, pa.Array]:
         cached = self._view_cache
         if cached is None or cached[0] != self._version:

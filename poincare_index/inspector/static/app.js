@@ -4,7 +4,7 @@
 "use strict";
 
 const state = { meta: null, ids: [], x: [], y: [], logw: [], mask: null, hits: new Set(), selected: null,
-                tMin: 0, tMax: 0, query: "", pending: 0 };
+                tMin: 0, tMax: 0, query: "", pending: 0, searchTicket: 0 };
 const canvas = document.getElementById("disk");
 const ctx = canvas.getContext("2d");
 const $ = (id) => document.getElementById(id);
@@ -41,7 +41,7 @@ function draw() {
   ctx.arc(half, half, half - 12, 0, 2 * Math.PI);
   ctx.fillStyle = "#fbfcfe"; ctx.fill();
   ctx.strokeStyle = "#1d2f45"; ctx.lineWidth = 2; ctx.stroke();  // the disk's boundary
-  const order = state.ids.map((_, i) => i).sort((a, b) => (state.logw[a] || -1e9) - (state.logw[b] || -1e9));
+  const order = state.ids.map((_, i) => i).sort((a, b) => (state.logw[a] ?? -1e9) - (state.logw[b] ?? -1e9));
   for (const i of order) {
     const lw = state.logw[i] ?? -1e9;
     const dim = state.mask && !state.mask[i];
@@ -62,25 +62,34 @@ function draw() {
   }
 }
 
-async function loadWeights() {
+async function fetchWeights() {
   const at = sliderTime();
   $("time-label").textContent = at.toISOString().replace(".000Z", "Z");
   const data = await getJSON(`/api/weights?at=${encodeURIComponent(at.toISOString())}`);
-  state.logw = data.log_weight.map((v) => (v === null ? -1e9 : v));
+  return data.log_weight.map((v) => (v === null ? -1e9 : v));
 }
 
 function fmt(v) { return v === null || v === undefined ? "-inf" : Number(v).toFixed(4); }
 
+function showError(parent, message) {
+  const li = document.createElement("li");
+  li.className = "error";
+  li.textContent = message;  // text, never markup: messages quote user input
+  parent.replaceChildren(li);
+}
+
 async function runSearch() {
   const list = $("results");
-  if (!state.query) { list.innerHTML = ""; state.hits = new Set(); return; }
+  const ticket = ++state.searchTicket;
+  if (!state.query) { list.replaceChildren(); delete list.dataset.order; state.hits = new Set(); return; }
   const at = sliderTime().toISOString();
   const field = $("field").value, value = $("value").value;
   const params = new URLSearchParams({ q: state.query, at, k: "10" });
   if (field) { params.set("field", field); params.set("value", value); }
   try {
     const data = await getJSON(`/api/search?${params}`);
-    list.innerHTML = "";
+    if (ticket !== state.searchTicket) return;  // a newer search (or slider move) answers instead
+    list.replaceChildren();
     state.hits = new Set(data.results.map((r) => r.id));
     for (const r of data.results) {
       const li = document.createElement("li");
@@ -98,7 +107,7 @@ async function runSearch() {
     }
     list.dataset.order = data.results.map((r) => r.id).join(",");
   } catch (err) {
-    list.innerHTML = `<li class="error">${err.message}</li>`;
+    if (ticket === state.searchTicket) showError(list, err.message);
   }
 }
 
@@ -106,7 +115,7 @@ async function showPoint(id) {
   state.selected = id;
   const fields = await getJSON(`/api/point?id=${encodeURIComponent(id)}`);
   const dl = $("details");
-  dl.innerHTML = "";
+  dl.replaceChildren();
   for (const [k, v] of Object.entries(fields)) {
     const dt = document.createElement("dt"); dt.textContent = k;
     const dd = document.createElement("dd"); dd.textContent = v === null ? "(open)" : String(v);
@@ -120,8 +129,9 @@ async function update() {
   // Slider moved: weights (and the ranking, when a query is active) at the new time.
   const t0 = performance.now();
   const ticket = ++state.pending;
-  await Promise.all([loadWeights(), runSearch()]);
+  const [logw] = await Promise.all([fetchWeights(), runSearch()]);
   if (ticket !== state.pending) return;  // a newer move superseded this one
+  state.logw = logw;
   draw();
   window.sliderTimings.push(performance.now() - t0);
   document.body.dataset.updates = String(window.sliderTimings.length);
@@ -143,7 +153,7 @@ async function fetchMask(field, value) {
 
 function fillValues() {
   const field = $("field").value, sel = $("value");
-  sel.innerHTML = "";
+  sel.replaceChildren();
   for (const v of field ? state.meta.fields[field] : []) {
     const o = document.createElement("option"); o.value = String(v); o.textContent = String(v); sel.append(o);
   }
@@ -180,12 +190,13 @@ async function init() {
     for (const f of Object.keys(state.meta.fields)) {
       const o = document.createElement("option"); o.value = f; o.textContent = f; $("field").append(o);
     }
-    await loadWeights();
+    state.logw = await fetchWeights();
     draw();
     window.inspectorReady = performance.now();
     document.body.dataset.ready = "1";
   } catch (err) {
-    $("summary").innerHTML = `<span class="error">${err.message}</span>`;
+    $("summary").textContent = `error: ${err.message}`;
+    $("summary").className = "error";
   }
 }
 
