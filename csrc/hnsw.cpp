@@ -66,6 +66,8 @@ void HnswGraph::grow(std::size_t n) {
   if (n <= old) return;
   levels_.resize(n);
   level0_.resize(n * level0_stride(), 0);
+  repair_backups_.resize(n * kRepairBackups, kNone);
+  repair_source_.resize(n, kNone);
   upper_offset_.resize(n);
   for (std::size_t s = old; s < n; ++s) {
     const int lv = draw_level(static_cast<std::uint32_t>(s));
@@ -134,7 +136,8 @@ void HnswGraph::search_layer_concurrent(const VectorStorage& storage, const floa
 // keep one only if it is closer to the base than to every neighbour already kept, which spreads
 // links over directions instead of clustering them.
 void HnswGraph::select_neighbors(const VectorStorage& storage, std::vector<Candidate>& candidates,
-                                 std::size_t max_count, std::size_t fill) const {
+                                 std::size_t max_count, std::size_t fill,
+                                 std::uint32_t* passed_over, std::size_t n_passed_over) const {
   std::sort(candidates.begin(), candidates.end());
   if (candidates.size() <= max_count) return;
   const auto l2sq = metric::kernels().l2sq;
@@ -143,7 +146,8 @@ void HnswGraph::select_neighbors(const VectorStorage& storage, std::vector<Candi
   std::size_t kept = 0;
   thread_local std::vector<Candidate> pruned_scratch;
   pruned_scratch.clear();
-  for (std::size_t i = 0; i < candidates.size() && kept < max_count; ++i) {
+  std::size_t examined = 0;
+  for (std::size_t i = 0; i < candidates.size() && kept < max_count; ++i, examined = i) {
     const Candidate e = candidates[i];
     const float* ve = storage.vector(e.second);
     const float ae = storage.rank_factor(e.second);
@@ -173,8 +177,17 @@ void HnswGraph::select_neighbors(const VectorStorage& storage, std::vector<Candi
   // Measured on 100k boundary-heavy GloVe points, recall@10 at ef=16: 0.948 with no fill,
   // 0.958 filling to M, 0.964 filling to 2M; on 400k GloVe (largest norm 0.95) filling to M
   // needed ef=192 for recall 0.95 where filling to 2M needed 128.
-  for (std::size_t i = 0; i < pruned_scratch.size() && kept < fill; ++i)
-    candidates[kept++] = pruned_scratch[i];
+  const std::size_t used = std::min(pruned_scratch.size(), fill > kept ? fill - kept : 0);
+  if (passed_over != nullptr) {
+    // The nearest candidates not kept, nearest first: the pruned ones the refill leaves, then
+    // those the walk never reached (still in place from `examined` on, before the refill).
+    std::size_t o = 0;
+    for (std::size_t j = used; j < pruned_scratch.size() && o < n_passed_over; ++j)
+      passed_over[o++] = pruned_scratch[j].second;
+    for (std::size_t j = examined; j < candidates.size() && o < n_passed_over; ++j)
+      passed_over[o++] = candidates[j].second;
+  }
+  for (std::size_t j = 0; j < used; ++j) candidates[kept++] = pruned_scratch[j];
   candidates.resize(kept);
 }
 
@@ -182,8 +195,12 @@ std::uint32_t HnswGraph::connect(const VectorStorage& storage, std::uint32_t slo
                                  SearchScratch& scratch) {
   auto& selected = scratch.selection;
   selected.assign(scratch.results.begin(), scratch.results.end());
-  select_neighbors(storage, selected, static_cast<std::size_t>(params_.M),
-                   static_cast<std::size_t>(params_.M));
+  const bool backups = level == 0 && slot < repair_backups_.size() / kRepairBackups;
+  // At level 0 the nearest candidates the heuristic passes over are kept as cheap in-link
+  // sources for the connectivity repair.
+  select_neighbors(
+      storage, selected, static_cast<std::size_t>(params_.M), static_cast<std::size_t>(params_.M),
+      backups ? repair_backups_.data() + slot * kRepairBackups : nullptr, kRepairBackups);
   const std::size_t cap = max_links(level);
   {
     std::lock_guard<SpinLock> g(node_locks_[slot]);
@@ -229,6 +246,18 @@ std::uint32_t HnswGraph::connect(const VectorStorage& storage, std::uint32_t slo
       pruned.push_back({l2sq(vn, storage.vector(o), dim) * an * storage.rank_factor(o), o});
     }
     select_neighbors(storage, pruned, cap, cap);
+    if (level == 0) {
+      // Links the repair placed here stay (up to the reserved slots): dropping one would
+      // orphan its target again, and the next repair would have to search for it.
+      const std::size_t limit = cap + kRepairSlots;
+      for (const std::uint32_t o : old_links) {
+        if (pruned.size() >= limit) break;
+        if (o >= repair_source_.size() || repair_source_[o] != n) continue;
+        bool kept = false;
+        for (const Candidate& c2 : pruned) kept = kept || c2.second == o;
+        if (!kept) pruned.push_back({0.0f, o});
+      }
+    }
     for (std::size_t j = 0; j < pruned.size(); ++j) store_relaxed(l + 1 + j, pruned[j].second);
     store_relaxed(l, static_cast<std::uint32_t>(pruned.size()));
   }

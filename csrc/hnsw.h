@@ -79,6 +79,7 @@ class HnswGraph {
   // Level-0 slots reserved for repair links (see repair_connectivity): lists hold up to 2M
   // links from construction plus kRepairSlots from the repair.
   static constexpr std::size_t kRepairSlots = 4;
+  static constexpr std::size_t kRepairBackups = 8;
   static std::size_t level0_stride_for(int M) {
     return 1 + 2 * static_cast<std::size_t>(M) + kRepairSlots;
   }
@@ -110,9 +111,11 @@ class HnswGraph {
   }
   int draw_level(std::uint32_t slot) const;
   // Keeps at most max_count of `candidates` (sorted ascending) by the heuristic, then refills
-  // with the nearest pruned ones up to `fill` links.
+  // with the nearest pruned ones up to `fill` links; when `passed_over` is given, writes there
+  // up to n_passed_over of the nearest candidates not kept (the rest stays as it was).
   void select_neighbors(const VectorStorage& storage, std::vector<Candidate>& candidates,
-                        std::size_t max_count, std::size_t fill) const;
+                        std::size_t max_count, std::size_t fill,
+                        std::uint32_t* passed_over = nullptr, std::size_t n_passed_over = 0) const;
   std::uint32_t connect(const VectorStorage& storage, std::uint32_t slot, int level,
                         SearchScratch& scratch);
   // Breadth-first walk of level 0 from `start`, marking `reached`; returns the nodes newly
@@ -130,6 +133,13 @@ class HnswGraph {
   std::vector<std::uint32_t> level0_;        // per slot: [count, 2M links]
   std::vector<std::uint32_t> upper_;         // node after node: levels x [count, M links]
   std::vector<std::uint32_t> upper_offset_;  // where node s's lists start in upper_
+  // Per slot, up to kRepairBackups nodes that were near it when it was inserted but not chosen
+  // as its neighbours (kNone-padded): where the repair looks for an in-link before searching.
+  // A build aid only: not saved (a loaded index searches when it repairs).
+  std::vector<std::uint32_t> repair_backups_;
+  // Per slot, the node holding the in-link the repair gave it (kNone: none). Re-selecting that
+  // node's full list keeps the link, so later insertions do not orphan the slot again. Not saved.
+  std::vector<std::uint32_t> repair_source_;
   std::unique_ptr<SpinLock[]> node_locks_;
   std::size_t lock_capacity_ = 0;
   std::mutex entry_mutex_;

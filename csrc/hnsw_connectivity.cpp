@@ -85,6 +85,11 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
       };
       const std::uint32_t* out = links_at(u, 0);
       for (std::uint32_t i = 1; i <= out[0]; ++i) consider(out[i]);
+      if (from == kNone && u < repair_backups_.size() / kRepairBackups) {
+        const std::uint32_t* backups = repair_backups_.data() + u * kRepairBackups;
+        for (std::size_t i = 0; i < kRepairBackups && backups[i] != kNone; ++i)
+          consider(backups[i]);
+      }
       if (from == kNone && !searching) {
         pending[kept_pending++] = u;
         continue;
@@ -106,6 +111,7 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
       }
       if (from == kNone) from = first_reachable != kNone ? first_reachable : entry_;
       std::uint32_t* l = links_at(from, 0);
+      if (u < repair_source_.size()) repair_source_[u] = from;
       if (l[0] < cap) {
         l[1 + l[0]] = u;
         ++l[0];
@@ -131,6 +137,7 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
             std::find(lu + 1, lu + 1 + lu[0], dropped) == lu + 1 + lu[0]) {
           lu[1 + lu[0]] = dropped;
           ++lu[0];
+          if (dropped < repair_source_.size()) repair_source_[dropped] = u;
           ++in_degree[dropped];
         }
       }
