@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any
 
@@ -68,4 +69,14 @@ def as_positive_int(value: Any, name: str) -> int:
         raise ValueError(f"{name} must be >= 1, got {v}")
     if v > 2**31 - 1:
         raise ValueError(f"{name} must be < 2**31, got {v}")
+    return v
+
+
+def as_finite_float(value: Any, name: str) -> float:
+    """A real number that is finite; TypeError for non-numbers (bools too), ValueError for NaN/Inf."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {value!r}")
     return v

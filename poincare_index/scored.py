@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -11,7 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _time
-from ._validation import as_matrix, as_positive_int
+from ._validation import as_finite_float, as_matrix, as_positive_int
 from .decay import _EBBINGHAUS, DEFAULT_FUTURE_WEIGHT, DecayPolicy, check_future_weight, policy_terms
 from .filters import compile_filter
 
@@ -38,15 +36,6 @@ class ScoredResults:
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
-
-
-def _finite(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    v = float(value)
-    if not math.isfinite(v):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    return v
 
 
 def allowed_rows(
@@ -85,8 +74,8 @@ def run_scored(
     ef = as_positive_int(ef, "ef")
     terms = policy_terms(decay)
     at_us = _time.as_time_scalar(at_time, "at_time")
-    depth_bias = _finite(depth_bias, "depth_bias")
-    time_coef = _finite(time_coef, "time_coef")
+    depth_bias = as_finite_float(depth_bias, "depth_bias")
+    time_coef = as_finite_float(time_coef, "time_coef")
     fw = check_future_weight(future_weight)
     if not isinstance(touch, (bool, np.bool_)):
         raise TypeError(f"touch must be True or False, got {type(touch).__name__}")

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from .._validation import as_finite_float
 from ..decay import DEFAULT_FUTURE_WEIGHT, DecayPolicy, check_future_weight
 from ..embed import CallableEmbedder, Embedder, HashingEmbedder, MiniLMEmbedder
 from .codec import policy_from_json, policy_to_json
@@ -26,15 +25,6 @@ class Config:
     future_weight: float
     M: int
     ef_construction: int
-
-
-def _number(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    v = float(value)
-    if not math.isfinite(v):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    return v
 
 
 def embedder_spec(embedder: Any) -> dict[str, Any]:
@@ -130,8 +120,8 @@ def open_config(
     cfg = Config(
         decay=decay,
         embedder=embedder,
-        depth_bias=_number(depth_bias, "depth_bias"),
-        time_coef=_number(time_coef, "time_coef"),
+        depth_bias=as_finite_float(depth_bias, "depth_bias"),
+        time_coef=as_finite_float(time_coef, "time_coef"),
         future_weight=check_future_weight(future_weight),
         M=M,
         ef_construction=ef_construction,
