@@ -209,6 +209,18 @@ def test_page_in_headless_chromium(tmp_path):
             driver.find_element("css selector", "#results li").click()
             _wait(driver, "return document.getElementById('details').dataset.id === 'old'")
             assert "valid_until" in driver.find_element("id", "details").text
+            # so does clicking the point itself in the disk
+            from selenium.webdriver.common.action_chains import ActionChains
+
+            canvas = driver.find_element("id", "disk")
+            px, py = driver.execute_script(
+                "const i = state.ids.indexOf('new'); const p = toCanvas(state.x[i], state.y[i]);"
+                "const r = canvas.getBoundingClientRect();"
+                "return [p[0] * r.width / canvas.width - r.width / 2,"
+                " p[1] * r.height / canvas.height - r.height / 2];"
+            )
+            ActionChains(driver).move_to_element_with_offset(canvas, int(px), int(py)).click().perform()
+            _wait(driver, "return document.getElementById('details').dataset.id === 'new'")
             # slider timings over a sweep of the year (no query: weights only)
             driver.execute_script("document.getElementById('query').value = '';")
             driver.find_element("id", "search-button").click()
