@@ -281,3 +281,30 @@ def test_read_only_opens_while_the_writer_checkpoints(tmp_path):
         stop.set()
         t.join()
         mem.close()
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_deleting_most_memories_compacts_the_index(tmp_path, persistent):
+    mem = Memory(decay=HalfLife(hours=24), path=tmp_path if persistent else None, compact_min_rows=50)
+    mem.add_many(
+        [f"memory {i} about topic {i % 9}" for i in range(100)], [f"k{i}" for i in range(100)], t=NOW
+    )
+    mem.search("topic 3", k=5, at_time=NOW)  # some access counts
+    before = {r.id: (r.access_count, r.metadata) for r in mem}
+    mem.delete(filters={"id": {"$in": [f"k{i}" for i in range(0, 100, 2)]}})  # half: not yet
+    assert len(mem.index.columns) == 100
+    mem.delete("k1")  # now more than half of the rows are deleted
+    assert len(mem.index.columns) == 49 and len(mem) == 49
+    assert {r.id: (r.access_count, r.metadata) for r in mem} == {k: v for k, v in before.items() if k in mem}
+    hits = [(r.id, round(r.score, 9)) for r in mem.search("topic 3", k=5, at_time=NOW, touch=False)]
+    assert all(int(h[0][1:]) % 2 == 1 and h[0] != "k1" for h in hits)
+    mem.add("after compaction", id="new", t=NOW)
+    assert mem["new"].text == "after compaction"
+    if persistent:
+        del mem
+        again = Memory(path=tmp_path)
+        assert len(again) == 50 and len(again.index.columns) == 50
+        assert [
+            (r.id, round(r.score, 9)) for r in again.search("topic 3", k=5, at_time=NOW, touch=False)
+        ] == hits
+        again.close()

@@ -41,7 +41,11 @@ class MemoryJournal:
         The new log exists before anything older is removed, so a failure at any step leaves
         every acknowledged change either in the snapshot CURRENT names or in a log after it."""
         assert self._ns is not None
-        self._ns.write_snapshot(self._seq, self._index, self._mids, self._texts)
+        self._write_snapshot_and_rotate(self._index, self._mids, self._texts)
+
+    def _write_snapshot_and_rotate(self, index: Any, mids: list[str | None], texts: list[str | None]) -> None:
+        assert self._ns is not None
+        self._ns.write_snapshot(self._seq, index, mids, texts)
         writer = LogWriter(self._ns.log_path(self._seq + 1), fsync=self._fsync)
         old, self._writer = self._writer, writer
         if old is not None:

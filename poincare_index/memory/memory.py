@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
@@ -52,6 +53,9 @@ class Memory(MemoryViews, MemoryJournal):
 
     Durability: every write is in the store's log before the call returns (a killed process
     loses nothing acknowledged); ``fsync=True`` syncs each write to disk (power loss too).
+
+    Deleted memories leave their slots in the graph until more than half of the rows (and at
+    least ``compact_min_rows``) are deleted; then the index is rebuilt from the live memories.
     """
 
     def __init__(
@@ -72,6 +76,7 @@ class Memory(MemoryViews, MemoryJournal):
         ef_search: int = 128,
         num_threads: int | None = None,
         checkpoint_every: int = 20_000,
+        compact_min_rows: int = 4096,
     ) -> None:
         if token_counter is not None and not callable(token_counter):
             raise TypeError("token_counter must be a callable str -> int")
@@ -99,6 +104,7 @@ class Memory(MemoryViews, MemoryJournal):
             self._init_state(num_threads, ef_search)
             self._token_counter = token_counter or approx_token_count
             self._checkpoint_every = int(checkpoint_every)
+            self._compact_min_rows = int(compact_min_rows)
             self._fsync = bool(fsync)
             self._writer: LogWriter | None = None
             if self._ns is not None:
@@ -517,6 +523,7 @@ class Memory(MemoryViews, MemoryJournal):
         self._check_open()
         with self._lock.writing():
             yield
+            self._maybe_compact()
             self._maybe_checkpoint()
 
     def _check_open(self) -> None:
@@ -573,6 +580,52 @@ class Memory(MemoryViews, MemoryJournal):
             self._log_locked({"op": "touch", "rows": rows})
             access = self._index._columns._access
             return [self._with_count(r, int(access[row])) for r, row in zip(results, rows)]
+
+    def _maybe_compact(self) -> None:
+        """When more than half of a large store's rows are deleted memories, rebuild the index
+        from the live rows (deleted rows keep their slots in the graph otherwise). A persistent
+        store writes the compacted snapshot first and switches to it only once that succeeded,
+        so the log after it always speaks of the rows on disk."""
+        rows = len(self._mids)
+        if rows < self._compact_min_rows or len(self._row_of) * 2 >= rows:  # O(1) per write
+            return
+        live = [r for r, m in enumerate(self._mids) if m is not None]
+        index, mids, texts = self._compacted(live)
+        if self._ns is not None:
+            with self._log_lock:
+                try:
+                    self._write_snapshot_and_rotate(index, mids, texts)
+                except Exception as exc:
+                    warnings.warn(
+                        f"memory store {self._ns.dir}: compaction skipped, its snapshot failed ({exc})",
+                        RuntimeWarning,
+                        stacklevel=3,
+                    )
+                    return
+        self._index, self._mids, self._texts = index, mids, texts
+        self._row_of = {m: r for r, m in enumerate(mids) if m is not None}
+        self._version += 1
+
+    def _compacted(self, live: list[int]) -> tuple[PoincareIndex, list[str | None], list[str | None]]:
+        cols = self._index._columns
+        idx = np.asarray(live, dtype=np.int64)
+        fresh = PoincareIndex(
+            self._config.embedder.dim, M=self._config.M, ef_construction=self._config.ef_construction,
+            seed=0, num_threads=self._index.num_threads,
+        )  # fmt: skip
+        fresh.ef_search = self._index.ef_search
+        fresh.filter_scan_fraction = self._index.filter_scan_fraction
+        if live:
+            vecs = np.stack([self._index.reconstruct(r) for r in live])
+            meta = cols.metadata.take(pa.array(idx)) if cols.metadata is not None else None
+            fresh.add_with_ids(
+                vecs, np.arange(len(live), dtype=np.int64), t=cols._t[idx].astype("datetime64[us]"),
+                valid_from=times_as_datetime64(cols._valid_from[idx], _time.OPEN_START),
+                valid_until=times_as_datetime64(cols._valid_until[idx], _time.OPEN_END),
+                metadata=meta,
+            )  # fmt: skip
+            fresh._columns._access[: len(live)] = cols._access[idx]
+        return fresh, [self._mids[r] for r in live], [self._texts[r] for r in live]
 
     def _tune_index(self, ef_search: int) -> None:
         self._index.ef_search = ef_search
