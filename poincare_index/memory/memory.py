@@ -236,9 +236,9 @@ class Memory(MemoryViews, MemoryJournal):
             return self._delete_rows(rows)
 
     def _delete_rows(self, rows: list[int]) -> int:
-        if rows:
-            self._apply_delete(rows)
+        if rows:  # logged first: if the log cannot be written, nothing changes
             self._log({"op": "delete", "rows": rows})
+            self._apply_delete(rows)
         return len(rows)
 
     def update(
@@ -305,8 +305,8 @@ class Memory(MemoryViews, MemoryJournal):
                     f"invalidate: at must be after the memory's valid_from "
                     f"({_time.micros_to_datetime(start)})"
                 )
-            self._apply_invalidate(row, at_us)
             self._log({"op": "invalidate", "row": row, "until": at_us})
+            self._apply_invalidate(row, at_us)
 
     def forget(
         self,
@@ -576,8 +576,8 @@ class Memory(MemoryViews, MemoryJournal):
     def _touch(self, results: list[Result]) -> list[Result]:
         rows = [self._row_of[r.id] for r in results]
         with self._log_lock:
-            self._apply_touch(rows)
             self._log_locked({"op": "touch", "rows": rows})
+            self._apply_touch(rows)
             access = self._index._columns._access
             return [self._with_count(r, int(access[row])) for r, row in zip(results, rows)]
 
