@@ -73,7 +73,7 @@ class StoreView:
         from ..memory import Memory
 
         self.memory = source if isinstance(source, Memory) else None
-        self.index: _IndexBase = source.index if self.memory is not None else source
+        self._bare_index: _IndexBase | None = None if self.memory is not None else source
         self.touch = bool(touch)
         self.decay = self.memory.decay if self.memory is not None else decay
         self.future_weight = (
@@ -83,6 +83,14 @@ class StoreView:
         self._axes: NDArray[np.float64] | None = None
         self._axes_n = 0
         self.refresh()
+
+    @property
+    def index(self) -> _IndexBase:
+        """The index now (a Memory replaces its index when it compacts)."""
+        if self.memory is not None:
+            return self.memory.index
+        assert self._bare_index is not None
+        return self._bare_index
 
     def _state(self) -> tuple[int, int]:
         assert self.memory is not None
