@@ -195,7 +195,8 @@ std::uint32_t HnswGraph::connect(const VectorStorage& storage, std::uint32_t slo
                                  SearchScratch& scratch) {
   auto& selected = scratch.selection;
   selected.assign(scratch.results.begin(), scratch.results.end());
-  const bool backups = level == 0 && slot < repair_backups_.size() / kRepairBackups;
+  const bool backups =
+      kRepairBackups > 0 && level == 0 && slot < repair_backups_.size() / kRepairBackups;
   // At level 0 the nearest candidates the heuristic passes over are kept as cheap in-link
   // sources for the connectivity repair.
   select_neighbors(

@@ -85,7 +85,7 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
       };
       const std::uint32_t* out = links_at(u, 0);
       for (std::uint32_t i = 1; i <= out[0]; ++i) consider(out[i]);
-      if (from == kNone && u < repair_backups_.size() / kRepairBackups) {
+      if (kRepairBackups > 0 && from == kNone && u < repair_backups_.size() / kRepairBackups) {
         const std::uint32_t* backups = repair_backups_.data() + u * kRepairBackups;
         for (std::size_t i = 0; i < kRepairBackups && backups[i] != kNone; ++i)
           consider(backups[i]);
