@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 from .. import _time
 from ..decay import DEFAULT_FUTURE_WEIGHT, DecayPolicy, HalfLife
 from ..index import _IndexBase
+from ..memory.rows import times_as_datetime64
 
 __all__ = ["StoreView", "open_store", "PROJECTION"]
 
@@ -186,8 +187,8 @@ class StoreView:
             self.decay.log_weight(
                 self.t_us.astype("datetime64[us]"),
                 at,
-                _nat(self.valid_from, _time.OPEN_START),
-                _nat(self.valid_until, _time.OPEN_END),
+                times_as_datetime64(self.valid_from, _time.OPEN_START),
+                times_as_datetime64(self.valid_until, _time.OPEN_END),
                 self.access,
                 future_weight=self.future_weight,
             )
@@ -260,12 +261,6 @@ def _us(column: Any, open_value: int | None = None) -> NDArray[np.int64]:
     if open_value is not None:
         arr[nulls] = open_value
     return arr
-
-
-def _nat(us: NDArray[np.int64], open_value: int) -> NDArray[np.datetime64]:
-    out = us.astype("datetime64[us]")
-    out[us == open_value] = np.datetime64("NaT")
-    return out
 
 
 def _typed(typ: pa.DataType, value: Any) -> Any:

@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._core import IndexFormatError
+from ..io import _fsync_dir
 
 __all__ = ["LogWriter", "read_log", "LOG_MAGIC", "LOG_VERSION"]
 
@@ -105,11 +106,7 @@ class LogWriter:
         if fsync or not exists:
             os.fsync(self._fd)
         if not exists:  # the new file's name must survive a power loss too
-            dir_fd = os.open(path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+            _fsync_dir(path.parent)
 
     def append(self, seq: int, header: dict[str, Any], vectors: NDArray[np.float32] | None = None) -> None:
         record = _encode(seq, header, vectors)

@@ -21,7 +21,6 @@ import json
 import os
 import re
 import shutil
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ import pyarrow as pa
 from .._core import IndexFormatError
 from ..columns import file_crc32
 from ..index import PoincareIndex
-from ..io import _fsync_dir, read_index, write_index
+from ..io import _fsync_dir, _manifest_checksum, read_index, write_index
 
 __all__ = ["StoreLockedError", "NamespaceDir", "valid_namespace"]
 
@@ -56,12 +55,8 @@ def valid_namespace(name: Any) -> str:
     return name
 
 
-def _checksum(body: dict[str, Any]) -> int:
-    return zlib.crc32(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
-
-
 def write_json_atomic(path: Path, body: dict[str, Any]) -> None:
-    doc = dict(body, checksum=_checksum(body))
+    doc = dict(body, checksum=_manifest_checksum(body))
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(doc, f, indent=1, sort_keys=True)
@@ -81,7 +76,7 @@ def read_json_checked(path: Path, what: str) -> dict[str, Any]:
     if not isinstance(doc, dict) or "checksum" not in doc:
         raise IndexFormatError(f"{path}: {what} has no checksum")
     stored = doc.pop("checksum")
-    if stored != _checksum(doc):
+    if stored != _manifest_checksum(doc):
         raise IndexFormatError(f"{path}: {what} fails its checksum (corrupted)")
     return doc
 
