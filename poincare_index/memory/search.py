@@ -114,12 +114,12 @@ def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Res
     ``candidates`` by vector distance and by BM25, + time term."""
     cfg = mem._config
     assert req.query is not None
+    # The BM25 index holds the live memories only (rebuilt after every change), so a positive
+    # score is a live row.
     bm25 = mem._keyword_scores(req.query)
     allowed = bm25 > 0
     if mask is not None:
         allowed &= mask
-    live = np.array([m is not None for m in mem._mids], dtype=bool)
-    allowed &= live
     keyword_rows = np.flatnonzero(allowed)
     keyword_rank = keyword_rows[np.argsort(-bm25[keyword_rows], kind="stable")]
     if req.mode == "keyword":
@@ -144,7 +144,8 @@ def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Res
     score = np.array([relevance[r] for r in rows]) + time_term
     order = np.argsort(-score, kind="stable")[:fetch]
     top = [rows[i] for i in order]
-    kw_ranks = {int(row): i + 1 for i, row in enumerate(keyword_rank.tolist())}
+    kw_rank_of = np.zeros(bm25.shape[0], dtype=np.int64)  # 0: not a keyword match
+    kw_rank_of[keyword_rank] = np.arange(1, keyword_rank.shape[0] + 1)
     dist, depths = mem._exact_terms(top, req.vector[0]) if req.vector is not None else (None, None)
     scored = []
     for j, i in enumerate(order):
@@ -158,7 +159,7 @@ def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Res
                 "mode": req.mode,
                 "relevance": relevance[row],
                 "vector_rank": vector_ranks.get(row),
-                "keyword_rank": kw_ranks.get(row),
+                "keyword_rank": int(kw_rank_of[row]) or None,
             }
         )
     return mem._result_rows(top, scored)
