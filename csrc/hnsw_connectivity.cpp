@@ -130,6 +130,9 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
         }
         const std::uint32_t dropped = l[best];
         --in_degree[dropped];
+        // The link is gone: it no longer protects `dropped` in `from`'s list.
+        if (dropped < repair_source_.size() && repair_source_[dropped] == from)
+          repair_source_[dropped] = kNone;
         l[best] = u;
         // Keep the dropped node reachable through u when it had no other in-link.
         std::uint32_t* lu = links_at(u, 0);
