@@ -243,6 +243,14 @@ PYBIND11_MODULE(_core, m) {
     if (a.size() != b.size()) throw InvalidArgument("vectors differ in length");
     return metric::kernels().l2sq(a.data(), b.data(), static_cast<std::size_t>(a.size()));
   });
+  m.def("l2sq_exact_reference", [](const FloatArray& a, const FloatArray& b) {
+    if (a.size() != b.size()) throw InvalidArgument("vectors differ in length");
+    return metric::l2sq_exact(a.data(), b.data(), static_cast<std::size_t>(a.size()));
+  });
+  m.def("l2sq_f64_fast", [](const FloatArray& a, const FloatArray& b) {
+    if (a.size() != b.size()) throw InvalidArgument("vectors differ in length");
+    return metric::kernels().l2sq_f64(a.data(), b.data(), static_cast<std::size_t>(a.size()));
+  });
   m.def("decay_log_weights", [](const DoubleArray& terms, std::int64_t at_us, double future_weight,
                                 const Int64Array& t, const Int64Array& valid_from,
                                 const Int64Array& valid_until, const UInt32Array& access_count) {

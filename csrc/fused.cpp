@@ -62,7 +62,7 @@ ScoredHit FusedScorer::exact(std::uint32_t slot) const {
   ScoredHit h;
   h.slot = slot;
   const double delta =
-      metric::l2sq_exact(q_, storage_.vector(slot), storage_.dim()) * a_q_ * storage_.factor(slot);
+      metric::kernels().l2sq_f64(q_, storage_.vector(slot), storage_.dim()) * a_q_ * storage_.factor(slot);
   h.distance = metric::distance_from_delta(delta, storage_.curvature());
   h.depth = depth_of(slot);
   h.log_weight = params_.decay.log_weight(params_.columns, slot);

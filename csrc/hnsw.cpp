@@ -313,25 +313,36 @@ void HnswGraph::insert(const VectorStorage& storage, std::uint32_t slot, SearchS
 
 std::uint32_t HnswGraph::descend(const VectorStorage& storage, const float* q,
                                  float* rank_out) const {
-  const auto l2sq = metric::kernels().l2sq;
+  const metric::Kernels& kernels = metric::kernels();
   const std::size_t dim = storage.dim();
-  auto rank = [&](std::uint32_t s) {
-    return l2sq(q, storage.vector(s), dim) * storage.rank_factor(s);
-  };
+  const std::size_t row_bytes = dim * sizeof(float);
   std::uint32_t cur = entry_;
-  float cur_d = rank(cur);
+  float cur_d = kernels.l2sq(q, storage.vector(cur), dim) * storage.rank_factor(cur);
   for (int lv = max_level_; lv > 0; --lv) {
     for (bool changed = true; changed;) {
       changed = false;
       const std::uint32_t* l = links_at(cur, lv);
-      for (std::uint32_t i = 1; i <= l[0]; ++i) {
-        const float d = rank(l[i]);
+      const std::uint32_t count = l[0];
+      // Fetch every neighbour's row before the first distance: the rows are cold, and one
+      // miss at a time would serialise them.
+      for (std::uint32_t i = 1; i <= count; ++i) prefetch_row(storage.vector(l[i]), row_bytes);
+      auto consider = [&](std::uint32_t n, float l2) {
+        const float d = l2 * storage.rank_factor(n);
         if (d < cur_d) {
           cur_d = d;
-          cur = l[i];
+          cur = n;
           changed = true;
         }
+      };
+      std::uint32_t i = 1;
+      for (; i + 4 <= count + 1; i += 4) {
+        const float* rows[4] = {storage.vector(l[i]), storage.vector(l[i + 1]),
+                                storage.vector(l[i + 2]), storage.vector(l[i + 3])};
+        float l2[4];
+        kernels.l2sq_batch4(q, rows, dim, l2);
+        for (int j = 0; j < 4; ++j) consider(l[i + j], l2[j]);
       }
+      for (; i <= count; ++i) consider(l[i], kernels.l2sq(q, storage.vector(l[i]), dim));
     }
   }
   *rank_out = cur_d;
@@ -402,7 +413,7 @@ std::unique_ptr<HnswGraph> HnswGraph::restore(const HnswParams& params,
     throw FormatError("graph arrays disagree in length");
   g->upper_offset_ = std::move(offsets);
   g->levels_ = std::move(levels);
-  g->level0_ = std::move(level0);
+  g->level0_.assign(level0.begin(), level0.end());
   g->upper_ = std::move(upper);
   g->entry_ = entry;
   g->max_level_ = max_level;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "huge_pages.h"
 #include "scratch.h"
 #include "spin_lock.h"
 #include "storage.h"
@@ -85,7 +86,7 @@ class HnswGraph {
   }
   std::size_t level0_stride() const { return level0_stride_for(params_.M); }
   std::size_t upper_stride() const { return 1 + static_cast<std::size_t>(params_.M); }
-  const std::vector<std::uint32_t>& level0_links() const { return level0_; }
+  const BigVector<std::uint32_t>& level0_links() const { return level0_; }
   // [count, links...] of `slot` on level 0 (inline: read once per hop by the searches).
   const std::uint32_t* level0_list(std::uint32_t slot) const {
     return level0_.data() + static_cast<std::size_t>(slot) * level0_stride();
@@ -130,7 +131,7 @@ class HnswGraph {
   HnswParams params_;
   double level_mult_;
   std::vector<std::int8_t> levels_;
-  std::vector<std::uint32_t> level0_;        // per slot: [count, 2M links]
+  BigVector<std::uint32_t> level0_;          // per slot: [count, 2M + kRepairSlots links]
   std::vector<std::uint32_t> upper_;         // node after node: levels x [count, M links]
   std::vector<std::uint32_t> upper_offset_;  // where node s's lists start in upper_
   // Per slot, up to kRepairBackups nodes that were near it when it was inserted but not chosen

@@ -19,7 +19,8 @@ constexpr double kBallMargin = 1e-7;
 // Sum of x_i^2 in float64.
 double sq_norm_exact(const float* x, std::size_t dim);
 
-// |a - b|^2 in float64 from float32 coordinates (used for the finalists of every search).
+// |a - b|^2 in float64 from float32 coordinates by a plain serial loop: the reference for the
+// l2sq_f64 kernels, which compute the finalists' distances of every search.
 double l2sq_exact(const float* a, const float* b, std::size_t dim);
 
 // a(x) = 1 / (1 - c|x|^2), evaluated as 1 / ((1 - sqrt(c)|x|)(1 + sqrt(c)|x|)) to avoid the
@@ -87,6 +88,8 @@ using L2SqFn = float (*)(const float*, const float*, std::size_t);
 // four rows share the loads of q and run four independent accumulator chains.
 using L2SqBatch4Fn = void (*)(const float* q, const float* const* rows, std::size_t dim,
                               float* out);
+// |a - b|^2 in float64 from float32 coordinates (differences exact, sums rounded in float64).
+using L2SqF64Fn = double (*)(const float*, const float*, std::size_t);
 using ScanTileFn = void (*)(const TileQuery*, std::size_t, const float*, const TileInfo&,
                             std::size_t, float*, float*, std::uint32_t*);
 
@@ -94,6 +97,7 @@ using ScanTileFn = void (*)(const TileQuery*, std::size_t, const float*, const T
 struct Kernels {
   L2SqFn l2sq;
   L2SqBatch4Fn l2sq_batch4;
+  L2SqF64Fn l2sq_f64;
   ScanTileFn scan_tile;
   const char* name;
 };

@@ -92,7 +92,7 @@ VectorStorage VectorStorage::restore(std::size_t dim, double curvature, std::vec
   if (vectors.size() != n * dim || deleted.size() != n)
     throw FormatError("vector, id and deletion columns disagree in length");
   metric::validate_points(vectors.data(), n, dim, curvature, "stored vector");
-  s.vectors_ = std::move(vectors);
+  s.vectors_.assign(vectors.begin(), vectors.end());
   s.ids_ = std::move(ids);
   s.deleted_ = std::move(deleted);
   for (std::size_t i = 0; i < n; ++i) {

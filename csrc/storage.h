@@ -6,6 +6,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "huge_pages.h"
+
 namespace poincare {
 
 class VectorStorage {
@@ -37,6 +39,7 @@ class VectorStorage {
   const float* rank_factors() const { return rank_factor_.data(); }
   // a(x) in float64: the reporting factor.
   double factor(std::size_t slot) const { return factor_[slot]; }
+  const double* factors() const { return factor_.data(); }
   double sq_norm(std::size_t slot) const { return sq_norm_[slot]; }
   std::int64_t id(std::size_t slot) const { return ids_[slot]; }
   const std::int64_t* ids() const { return ids_.data(); }
@@ -59,7 +62,7 @@ class VectorStorage {
 
   std::size_t dim_;
   double curvature_;
-  std::vector<float> vectors_;
+  BigVector<float> vectors_;
   std::vector<float> rank_factor_;
   std::vector<double> factor_;
   std::vector<double> sq_norm_;

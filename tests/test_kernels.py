@@ -40,6 +40,24 @@ def test_l2sq_fast_matches_reference(family, dim):
         assert abs(fast - exact) <= tol
 
 
+@pytest.mark.parametrize("dim", [1, 3, 7, 8, 9, 15, 16, 17, 24, 31, 50, 64, 100])
+def test_l2sq_f64_fast_matches_reference(family, dim):
+    """The finalists' float64 kernel against the serial float64 loop and an exact rational sum."""
+    from fractions import Fraction
+
+    rng = np.random.default_rng(200 + dim)
+    for scale in (1.0, 1e-4, 1e3):
+        a, b = (rng.normal(size=(2, dim)) * scale).astype(np.float32)
+        exact = float(sum((Fraction(float(x)) - Fraction(float(y))) ** 2 for x, y in zip(a, b)))
+        ref = _core.l2sq_exact_reference(a, b)
+        fast = _core.l2sq_f64_fast(a, b)
+        # float32 differences are exact in float64: both are float64 sums of the same squares.
+        tol = 2 * dim * np.finfo(np.float64).eps * exact
+        assert abs(ref - exact) <= tol
+        assert abs(fast - exact) <= tol
+    assert _core.l2sq_f64_fast(a, a) == 0.0
+
+
 @pytest.mark.parametrize("dim", [1, 3, 15, 16, 17, 32, 50, 64, 100])
 def test_l2sq_batch4_is_bit_identical_to_l2sq(family, dim):
     """The graph mixes the batched and the single kernel, so they must agree to the bit."""
