@@ -61,8 +61,8 @@ double FusedScorer::depth_of(std::uint32_t slot) const {
 ScoredHit FusedScorer::exact(std::uint32_t slot) const {
   ScoredHit h;
   h.slot = slot;
-  const double delta =
-      metric::kernels().l2sq_f64(q_, storage_.vector(slot), storage_.dim()) * a_q_ * storage_.factor(slot);
+  const double delta = metric::kernels().l2sq_f64(q_, storage_.vector(slot), storage_.dim()) *
+                       a_q_ * storage_.factor(slot);
   h.distance = metric::distance_from_delta(delta, storage_.curvature());
   h.depth = depth_of(slot);
   h.log_weight = params_.decay.log_weight(params_.columns, slot);

@@ -1,6 +1,7 @@
 // Level-0 connectivity of the HNSW graph: the repair that makes every node reachable from the
 // entry point, and the structural integrity check.
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "errors.h"
@@ -65,6 +66,27 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
   // Cheap passes first: link u from a reachable out-neighbour with room, repeating while that
   // makes progress (each fix floods reachability into u's cluster, so later nodes find a
   // reachable neighbour); only the nodes left need a beam search.
+  // Before a beam search: the nearest reachable node with room among the neighbours of u's
+  // neighbours, where a beam search from the top would end up anyway, at a tenth of its cost.
+  auto nearest_two_hop_with_room = [&](std::uint32_t u) {
+    std::uint32_t best = kNone;
+    float best_d = std::numeric_limits<float>::infinity();
+    const float* xu = storage.vector(u);
+    const std::uint32_t* out = links_at(u, 0);
+    for (std::uint32_t i = 1; i <= out[0]; ++i) {
+      const std::uint32_t* second = links_at(out[i], 0);
+      for (std::uint32_t j = 1; j <= second[0]; ++j) {
+        const std::uint32_t w = second[j];
+        if (w == u || !reached[w] || links_at(w, 0)[0] >= cap) continue;
+        const float d = l2sq(xu, storage.vector(w), dim) * storage.rank_factor(w);
+        if (d < best_d) {
+          best_d = d;
+          best = w;
+        }
+      }
+    }
+    return best;
+  };
   std::vector<std::uint32_t> pending;
   for (std::uint32_t u = 0; u < n; ++u)
     if (!reached[u]) pending.push_back(u);
@@ -94,6 +116,7 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
         pending[kept_pending++] = u;
         continue;
       }
+      if (from == kNone) from = nearest_two_hop_with_room(u);
       if (from == kNone) {
         if (pi >= batch_end) {  // search for the next batch of pending nodes in parallel
           batch_begin = pi;

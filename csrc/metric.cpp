@@ -150,7 +150,8 @@ double l2sq_f64_portable(const float* a, const float* b, std::size_t dim) {
   double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
   std::size_t i = 0;
   for (; i + 4 <= dim; i += 4) {
-    const double t0 = static_cast<double>(a[i]) - b[i], t1 = static_cast<double>(a[i + 1]) - b[i + 1];
+    const double t0 = static_cast<double>(a[i]) - b[i],
+                 t1 = static_cast<double>(a[i + 1]) - b[i + 1];
     const double t2 = static_cast<double>(a[i + 2]) - b[i + 2];
     const double t3 = static_cast<double>(a[i + 3]) - b[i + 3];
     s0 += t0 * t0;
@@ -199,8 +200,8 @@ __attribute__((target("avx2,fma"))) double l2sq_f64_avx2(const float* a, const f
   __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
   std::size_t i = 0;
   for (; i + 8 <= dim; i += 8) {
-    const __m256d d0 = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(a + i)),
-                                     _mm256_cvtps_pd(_mm_loadu_ps(b + i)));
+    const __m256d d0 =
+        _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(a + i)), _mm256_cvtps_pd(_mm_loadu_ps(b + i)));
     const __m256d d1 = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(a + i + 4)),
                                      _mm256_cvtps_pd(_mm_loadu_ps(b + i + 4)));
     acc0 = _mm256_fmadd_pd(d0, d0, acc0);
@@ -411,8 +412,7 @@ const Kernels kPortable{l2sq_portable, l2sq_batch4_portable, l2sq_f64_portable, 
                         "portable"};
 #ifdef POINCARE_X86
 const Kernels kAvx2{l2sq_avx2, l2sq_batch4_avx2, l2sq_f64_avx2, scan_tile_avx2, "avx2"};
-const Kernels kAvx512{l2sq_avx512, l2sq_batch4_avx512, l2sq_f64_avx512, scan_tile_avx512,
-                      "avx512"};
+const Kernels kAvx512{l2sq_avx512, l2sq_batch4_avx512, l2sq_f64_avx512, scan_tile_avx512, "avx512"};
 #endif
 
 bool cpu_has(const std::string& name) {
