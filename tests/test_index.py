@@ -228,3 +228,25 @@ def test_boundary_points_stay_reachable():
     assert index.check_integrity()["unreachable"] == 0
     _, I = index.search(x, 1, ef=128)
     assert np.mean(I[:, 0] == np.arange(3000)) >= 0.985
+
+
+def test_large_arrays_on_huge_page_allocations(tmp_path):
+    """Vectors and level-0 links past 4 MiB live in 2 MiB-aligned, MADV_HUGEPAGE allocations;
+    growing across that size (small -> large allocation), searching, saving and loading work."""
+    from poincare_index.datasets import hierarchy
+
+    base, queries = hierarchy(30_050, 64, seed=11).split(50, seed=11)
+    n = len(base)
+    index = pi.PoincareIndex(64, ef_construction=64, seed=0)
+    index.add(base[:5_000])  # below the threshold
+    index.add(base[5_000:])  # both arrays move to huge-page allocations
+    assert index.check_integrity()["unreachable"] == 0
+    _, ref_ids = brute_force(base, queries, 5)
+    D, I = index.search(queries, 5, ef=64)
+    assert recall(I, ref_ids) >= 0.9
+    index.save(str(tmp_path / "big"))
+    loaded = pi.PoincareIndex.load(str(tmp_path / "big"))
+    D2, I2 = loaded.search(queries, 5, ef=64)
+    np.testing.assert_array_equal(I, I2)
+    np.testing.assert_array_equal(D, D2)
+    np.testing.assert_array_equal(loaded.reconstruct(n - 1), base[n - 1])
