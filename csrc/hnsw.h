@@ -123,7 +123,10 @@ class HnswGraph {
   // reached (queue holds them).
   std::size_t flood_level0(std::uint32_t start, std::vector<std::uint8_t>& reached,
                            std::vector<std::uint32_t>& queue) const;
-  std::size_t repair_round(const VectorStorage& storage, ScratchPool& scratch, ThreadPool& pool);
+  // One pass of the repair: links every unreachable node; returns the links added and sets
+  // `replaced` to how many of them replaced an existing link (only those can orphan a node).
+  std::size_t repair_round(const VectorStorage& storage, ScratchPool& scratch, ThreadPool& pool,
+                           std::size_t& replaced);
   void search_layer_concurrent(const VectorStorage& storage, const float* x, float ax,
                                std::uint32_t entry, int level, std::size_t ef,
                                SearchScratch& scratch);

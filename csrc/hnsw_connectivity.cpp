@@ -29,18 +29,22 @@ std::size_t HnswGraph::flood_level0(std::uint32_t start, std::vector<std::uint8_
 std::size_t HnswGraph::repair_connectivity(const VectorStorage& storage, ScratchPool& scratch,
                                            ThreadPool& pool) {
   // A replaced link can orphan a node that only unreachable nodes pointed at, so repeat until
-  // a round adds nothing (in practice one or two rounds).
+  // a round replaces nothing: a round that only appended links left every node reachable (each
+  // pending node got an in-link from a reached one), and checking that again costs a full
+  // walk of the graph per added chunk.
   std::size_t total = 0;
   for (int round = 0; round < 8; ++round) {
-    const std::size_t added = repair_round(storage, scratch, pool);
+    std::size_t replaced = 0;
+    const std::size_t added = repair_round(storage, scratch, pool, replaced);
     total += added;
-    if (added == 0) break;
+    if (added == 0 || replaced == 0) break;
   }
   return total;
 }
 
 std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& scratch_pool,
-                                    ThreadPool& pool) {
+                                    ThreadPool& pool, std::size_t& replaced) {
+  replaced = 0;
   const std::size_t n = nodes();
   if (n < 2 || entry_ == kNone) return 0;
   std::vector<std::uint8_t> reached(n, 0);
@@ -152,6 +156,7 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
           }
         }
         const std::uint32_t dropped = l[best];
+        ++replaced;
         --in_degree[dropped];
         // The link is gone: it no longer protects `dropped` in `from`'s list.
         if (dropped < repair_source_.size() && repair_source_[dropped] == from)
