@@ -67,11 +67,8 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
   const std::size_t batch_size = 32 * static_cast<std::size_t>(pool.size());
   std::vector<std::vector<Candidate>> batch(batch_size);
   std::size_t added = 0;
-  // Cheap passes first: link u from a reachable out-neighbour with room, repeating while that
-  // makes progress (each fix floods reachability into u's cluster, so later nodes find a
-  // reachable neighbour); only the nodes left need a beam search.
   // Before a beam search: the nearest reachable node with room among the neighbours of u's
-  // neighbours, where a beam search from the top would end up anyway, at a tenth of its cost.
+  // neighbours (a few hundred distances), which is where a beam search for u mostly ends.
   auto nearest_two_hop_with_room = [&](std::uint32_t u) {
     std::uint32_t best = kNone;
     float best_d = std::numeric_limits<float>::infinity();
@@ -91,6 +88,9 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
     }
     return best;
   };
+  // Cheap passes first: link u from a reachable out-neighbour with room, repeating while that
+  // makes progress (each fix floods reachability into u's cluster, so later nodes find a
+  // reachable neighbour); only the nodes left need a beam search.
   std::vector<std::uint32_t> pending;
   for (std::uint32_t u = 0; u < n; ++u)
     if (!reached[u]) pending.push_back(u);

@@ -5,7 +5,7 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdlib>
+#include <cstdint>
 #include <new>
 #include <vector>
 
@@ -30,8 +30,7 @@ struct HugePageAllocator {
     const std::size_t bytes = n * sizeof(T);
     if (bytes < kHugePageThreshold) return static_cast<T*>(::operator new(bytes));
     const std::size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-    void* p = std::aligned_alloc(kHugePage, rounded);
-    if (p == nullptr) throw std::bad_alloc();
+    void* p = ::operator new(rounded, std::align_val_t{kHugePage});  // throws bad_alloc
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
     // Advice only: where huge pages are unavailable the call fails and nothing changes.
     (void)madvise(p, rounded, MADV_HUGEPAGE);
@@ -43,7 +42,7 @@ struct HugePageAllocator {
     if (n * sizeof(T) < kHugePageThreshold)
       ::operator delete(p);
     else
-      std::free(p);
+      ::operator delete(p, std::align_val_t{kHugePage});
   }
   template <typename U>
   bool operator==(const HugePageAllocator<U>&) const noexcept {

@@ -150,8 +150,8 @@ double l2sq_f64_portable(const float* a, const float* b, std::size_t dim) {
   double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
   std::size_t i = 0;
   for (; i + 4 <= dim; i += 4) {
-    const double t0 = static_cast<double>(a[i]) - b[i],
-                 t1 = static_cast<double>(a[i + 1]) - b[i + 1];
+    const double t0 = static_cast<double>(a[i]) - b[i];
+    const double t1 = static_cast<double>(a[i + 1]) - b[i + 1];
     const double t2 = static_cast<double>(a[i + 2]) - b[i + 2];
     const double t3 = static_cast<double>(a[i + 3]) - b[i + 3];
     s0 += t0 * t0;
