@@ -43,6 +43,12 @@ std::size_t length_of(const py::array_t<T, py::array::c_style>& a) {
   return static_cast<std::size_t>(a.shape(0));
 }
 
+// The common length of two vectors handed to a pair kernel (test entry points).
+std::size_t pair_length(const FloatArray& a, const FloatArray& b) {
+  if (a.size() != b.size()) throw InvalidArgument("vectors differ in length");
+  return static_cast<std::size_t>(a.size());
+}
+
 // (n, 3) float64 rows [kind, p0, p1] -> decay terms (kinds are checked by DecayProgram).
 std::vector<DecayTerm> decay_terms(const DoubleArray& terms) {
   if (terms.ndim() != 2 || terms.shape(1) != 3) throw InvalidArgument("terms must be (n, 3)");
@@ -236,20 +242,16 @@ PYBIND11_MODULE(_core, m) {
   m.def("best_kernel_name", &metric::best_kernel_name);
   m.def("select_kernels", &metric::select_kernels, py::arg("name"));
   m.def("l2sq_reference", [](const FloatArray& a, const FloatArray& b) {
-    if (a.size() != b.size()) throw InvalidArgument("vectors differ in length");
-    return metric::l2sq_reference(a.data(), b.data(), static_cast<std::size_t>(a.size()));
+    return metric::l2sq_reference(a.data(), b.data(), pair_length(a, b));
   });
   m.def("l2sq_fast", [](const FloatArray& a, const FloatArray& b) {
-    if (a.size() != b.size()) throw InvalidArgument("vectors differ in length");
-    return metric::kernels().l2sq(a.data(), b.data(), static_cast<std::size_t>(a.size()));
+    return metric::kernels().l2sq(a.data(), b.data(), pair_length(a, b));
   });
   m.def("l2sq_exact_reference", [](const FloatArray& a, const FloatArray& b) {
-    if (a.size() != b.size()) throw InvalidArgument("vectors differ in length");
-    return metric::l2sq_exact(a.data(), b.data(), static_cast<std::size_t>(a.size()));
+    return metric::l2sq_exact(a.data(), b.data(), pair_length(a, b));
   });
   m.def("l2sq_f64_fast", [](const FloatArray& a, const FloatArray& b) {
-    if (a.size() != b.size()) throw InvalidArgument("vectors differ in length");
-    return metric::kernels().l2sq_f64(a.data(), b.data(), static_cast<std::size_t>(a.size()));
+    return metric::kernels().l2sq_f64(a.data(), b.data(), pair_length(a, b));
   });
   m.def("decay_log_weights", [](const DoubleArray& terms, std::int64_t at_us, double future_weight,
                                 const Int64Array& t, const Int64Array& valid_from,

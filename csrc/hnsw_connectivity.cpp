@@ -67,6 +67,8 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
   const std::size_t batch_size = 32 * static_cast<std::size_t>(pool.size());
   std::vector<std::vector<Candidate>> batch(batch_size);
   std::size_t added = 0;
+  // A repair link can go into v's list without replacing one.
+  auto has_room = [&](std::uint32_t v) { return links_at(v, 0)[0] < cap; };
   // Before a beam search: the nearest reachable node with room among the neighbours of u's
   // neighbours (a few hundred distances), which is where a beam search for u mostly ends.
   auto nearest_two_hop_with_room = [&](std::uint32_t u) {
@@ -78,7 +80,7 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
       const std::uint32_t* second = links_at(out[i], 0);
       for (std::uint32_t j = 1; j <= second[0]; ++j) {
         const std::uint32_t w = second[j];
-        if (w == u || !reached[w] || links_at(w, 0)[0] >= cap) continue;
+        if (w == u || !reached[w] || !has_room(w)) continue;
         const float d = l2sq(xu, storage.vector(w), dim) * storage.rank_factor(w);
         if (d < best_d) {
           best_d = d;
@@ -107,7 +109,7 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
       auto consider = [&](std::uint32_t v) {
         if (v == u || !reached[v] || from != kNone) return;
         if (first_reachable == kNone) first_reachable = v;
-        if (links_at(v, 0)[0] < cap) from = v;
+        if (has_room(v)) from = v;
       };
       const std::uint32_t* out = links_at(u, 0);
       for (std::uint32_t i = 1; i <= out[0]; ++i) consider(out[i]);
