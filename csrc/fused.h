@@ -90,13 +90,15 @@ void fused_scan(const FusedScorer& scorer, const VectorStorage& storage, const f
                 std::size_t n_slots, const std::uint32_t* slots, std::size_t k,
                 std::vector<ScoredHit>& out);
 
-// Top-k by score from a traversal of the graph's level 0 in distance order: stops when the
-// nearest unexpanded node cannot beat the k-th score (FusedScorer::rank_limit), or when ef
-// expansions in distance order (the HNSW beam rule) are exhausted. Then, when the parameters
-// carry time buckets, the time pass: every bucket whose weight bound could still beat the k-th
-// score is scanned exactly, provided they hold at most scan_budget rows in all. When time
-// dominates (fast decay, long history) those are the few recent buckets and the result is
-// exact; old buckets are skipped without being read. The reported hits are re-scored exactly.
+// Top-k by score from a traversal of the graph's level 0 that walks exactly as the plain HNSW
+// search does at the same ef (the beam of the ef nearest eligible nodes decides what is
+// expanded and when the walk ends); every eligible node visited is scored, and the stopping
+// bound (FusedScorer::rank_limit) only skips scoring nodes that cannot enter the top k. Then,
+// when the parameters carry time buckets, the time pass: every bucket whose weight bound could
+// still beat the k-th score is scanned exactly, provided they hold at most scan_budget rows in
+// all. When time dominates (fast decay, long history) those are the few recent buckets and the
+// result is exact; old buckets are skipped without being read. The reported hits are re-scored
+// exactly.
 void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
                         const FusedScorer& scorer, const float* q, std::size_t k, std::size_t ef,
                         SearchScratch& scratch, std::vector<ScoredHit>& out);

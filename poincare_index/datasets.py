@@ -10,7 +10,7 @@ from numpy.typing import NDArray
 
 from .geometry import expmap0
 
-__all__ = ["Hierarchy", "hierarchy"]
+__all__ = ["Hierarchy", "boundary_tree", "hierarchy", "one_depth"]
 
 
 @dataclass(frozen=True)
@@ -87,3 +87,67 @@ def hierarchy(
     over = norms > max_norm
     points[over] = (points[over] / norms[over, None] * max_norm * (1 - 1e-7)).astype(np.float32)
     return Hierarchy(points=points, parent=parent, level=level)
+
+
+def boundary_tree(
+    n: int,
+    dim: int,
+    *,
+    seed: int = 0,
+    branching: int = 8,
+    step: float = 2.5,
+    max_tangent: float = 4.6,
+) -> Hierarchy:
+    """A complete ``branching``-ary tree of ``n`` nodes (breadth-first) whose children drift from
+    their parent by a Gaussian step (expected norm ``step``) in the tangent space at the origin,
+    tangent norms clipped at ``max_tangent`` before ``expmap0``: with the defaults every node
+    below the second level sits at norm tanh(4.6) ~ 0.9998 and only a few shallow nodes lie
+    inside. The hard case for a graph: the shallow nodes are near everything (their a(x) is
+    ~50x smaller), while the crowd at the boundary is ordered as in Euclidean space. Returned
+    in random order (a user adds points as they come), deterministic for a given ``seed``.
+    """
+    if n < 1 or dim < 2:
+        raise ValueError("boundary_tree needs n >= 1 and dim >= 2")
+    if branching < 1:
+        raise ValueError(f"branching must be >= 1, got {branching}")
+    if not (step > 0 and 0 < max_tangent < 8.0):
+        raise ValueError("step must be > 0 and max_tangent in (0, 8)")
+    rng = np.random.default_rng(seed)
+    parent = np.full(n, -1, dtype=np.int64)
+    parent[1:] = (np.arange(1, n) - 1) // branching
+    level = np.zeros(n, dtype=np.int64)
+    tangent = np.zeros((n, dim))
+    sigma = step / math.sqrt(dim)
+    for i in range(1, n):  # parents come before their children (breadth-first numbering)
+        level[i] = level[parent[i]] + 1
+        tangent[i] = tangent[parent[i]] + rng.normal(scale=sigma, size=dim)
+    norms = np.linalg.norm(tangent, axis=1)
+    scale = np.minimum(1.0, max_tangent / np.maximum(norms, 1e-300))
+    points = expmap0(tangent * scale[:, None]).astype(np.float32)
+    order = rng.permutation(n)
+    inverse = np.empty(n, dtype=np.int64)
+    inverse[order] = np.arange(n)
+    parent = np.where(parent[order] >= 0, inverse[np.maximum(parent[order], 0)], -1)
+    return Hierarchy(points=points[order], parent=parent, level=level[order])
+
+
+def one_depth(n: int, dim: int, *, seed: int = 0, clusters: int = 64, radius: float = 1.0) -> NDArray[np.float32]:
+    """Text-embedding-like data: ``n`` unit vectors from an anisotropic mixture of ``clusters``
+    Gaussian clusters (a shared mean direction and cluster sizes that vary, as in GloVe), scaled
+    by ``radius`` and mapped with ``expmap0``, so every point lies at one depth (norm
+    tanh(radius) ~ 0.76). Where the hierarchy lets a search stop early, here distances decide
+    alone and a walk must be as thorough as its ef says. Deterministic for a given ``seed``.
+    """
+    if n < 1 or dim < 2 or clusters < 1:
+        raise ValueError("one_depth needs n >= 1, dim >= 2 and clusters >= 1")
+    if not 0 < radius < 8.0:
+        raise ValueError(f"radius must be in (0, 8), got {radius}")
+    rng = np.random.default_rng(seed)
+    common = rng.normal(size=dim)
+    centers = 0.6 * rng.normal(size=(clusters, dim)) + 0.5 * common / np.linalg.norm(common) * math.sqrt(dim)
+    spread = rng.uniform(0.3, 1.2, size=clusters)
+    weights = rng.dirichlet(np.full(clusters, 0.5))
+    label = rng.choice(clusters, size=n, p=weights)
+    x = centers[label] + rng.normal(size=(n, dim)) * spread[label, None] * rng.uniform(0.5, 1.5, size=(1, dim))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return expmap0(x * radius).astype(np.float32)

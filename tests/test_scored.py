@@ -264,3 +264,61 @@ def test_no_point_is_returned_twice_when_time_seeds_the_walk(hours_later):
     for row in r.ids:
         assert len(set(row.tolist())) == len(row)
     assert int(index.columns.column("access_count").to_numpy().sum()) == 50
+
+
+@pytest.fixture(scope="module")
+def one_depth_index():
+    """Text-embedding-like data: every point at one depth (norm 0.76), 50-d, times over 60 days."""
+    from poincare_index.datasets import one_depth
+
+    x = one_depth(5100, 50, seed=0)
+    base, queries = x[:5000], x[5000:]
+    rng = np.random.default_rng(1)
+    t = np.datetime64(NOW.replace(tzinfo=None), "us") - (rng.uniform(0, 60 * 24, 5000) * 3.6e9).astype(
+        "timedelta64[us]"
+    )
+    index = pi.PoincareIndex(50, M=16, ef_construction=100, seed=0, num_threads=1)
+    index.add(base, t=t)
+    return index, base, queries, t
+
+
+def _recall(found, truth):
+    return sum(len(set(a) & set(b)) for a, b in zip(found.tolist(), truth.tolist())) / truth.size
+
+
+def test_fused_walk_is_the_plain_walk_when_the_time_term_is_flat(one_depth_index):
+    """With no decay and no depth bias the fused score is -distance, so the fused walk must be as
+    thorough as the plain search at the same ef: its recall rises with ef and equals the plain
+    search's. (It used to stop as soon as the nearest unexpanded node could not beat the k-th
+    score, a beam of width k: recall 0.90 at every ef here, 0.74 on GloVe.)"""
+    index, base, queries, _ = one_depth_index
+    _, truth = fused_brute_force(base, queries, 10, np.zeros(len(base)))
+    fused_recalls = []
+    for ef in (10, 32, 128):
+        r = index.search_scored(queries, 10, ef=ef, at_time=NOW)
+        _, plain = index.search(queries, 10, ef=ef)
+        fused_recalls.append(_recall(r.ids, truth))
+        assert abs(fused_recalls[-1] - _recall(plain, truth)) <= 0.002, ef
+    assert fused_recalls[0] < fused_recalls[1] < fused_recalls[2]
+    assert fused_recalls[2] >= 0.99
+
+
+def test_fused_walk_recall_rises_with_ef_under_decay(one_depth_index):
+    """HalfLife(14 d) over 60 days: time and distance both matter. The walk alone (no time pass)
+    gets better with ef and reaches the exact fused top-10; the time pass only adds to it."""
+    index, base, queries, t = one_depth_index
+    decay = pi.HalfLife(hours=24 * 14)
+    _, truth = fused_brute_force(base, queries, 10, decay.log_weight(t, NOW))
+    budget = index.time_scan_rows
+    try:
+        index.time_scan_rows = 0
+        walk = [
+            _recall(index.search_scored(queries, 10, ef=ef, decay=decay, at_time=NOW).ids, truth)
+            for ef in (10, 32, 128, 512)
+        ]
+    finally:
+        index.time_scan_rows = budget
+    assert walk == sorted(walk) and walk[0] < walk[-1]
+    assert walk[2] >= 0.95 and walk[3] >= 0.99
+    with_pass = index.search_scored(queries, 10, ef=128, decay=decay, at_time=NOW)
+    assert _recall(with_pass.ids, truth) >= walk[2]
