@@ -28,6 +28,7 @@ from typing import Any
 import adapters as ad
 import datasets as ds
 import numpy as np
+from knn_report import _json_ready, print_dataset
 from truth import Truth, exact_knn, recall
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -39,7 +40,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 @dataclass
 class SweepPoint:
     ef: int | None
-    recall: float  # against the contender's truth
+    recall: float  # recall@k against the contender's truth
+    recall_at_1: float = 0.0  # the first result is the exact nearest
+    self_recall_at_1: float = 0.0  # a stored point searched by its own vector comes back first
     recall_extra: dict[str, float] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)  # threads -> best batch seconds
     qps: dict[str, float] = field(default_factory=dict)  # threads -> queries per second
@@ -64,6 +67,9 @@ class ContenderResult:
     target_ef: int | None  # smallest ef reaching the target (None: exact / not reached)
     target_recall: float | None
     target_qps: dict[str, float]  # QPS at target_ef (or at the best recall if not reached)
+    # The smallest ef where recall@k, recall@1 and self-recall@1 all reach the target.
+    all_target_ef: int | None
+    all_target_qps: dict[str, float]
     best_recall: float
     best_recall_ef: int | None
     diagnostics: dict[str, Any] = field(default_factory=dict)
@@ -215,6 +221,7 @@ def run_contender(
     nq = data.queries.shape[0]
     sweep_values = adapter.sweep_values if args.efs is None or adapter.sweep_values == (None,) else args.efs
     sweep: list[SweepPoint] = []
+    self_rows = np.random.default_rng(args.seed + 7).choice(n, min(args.self_queries, n), replace=False)
     for ef in sweep_values:
         point = SweepPoint(ef=ef, recall=0.0)
         best, ids = time_batches(adapter, data.queries, args.k, ef, threads, args.repeats)
@@ -224,19 +231,25 @@ def run_contender(
         point.same_ids_across_threads = all(np.array_equal(first_ids, v) for v in ids.values())
         point.recall = recall(first_ids, truths[adapter.truth])
         point.recall_extra = {m: recall(first_ids, truths[m]) for m in adapter.extra_truths}
+        point.recall_at_1 = float(np.mean(first_ids[:, 0] == truths[adapter.truth].ids[:, 0]))
+        adapter.set_threads(max(threads))
+        self_ids = adapter.search(data.database[self_rows], args.k, ef)
+        point.self_recall_at_1 = float(np.mean(self_ids[:, 0] == self_rows))
         sweep.append(point)
         if args.verbose:
             print(
                 f"    {adapter.name:18s} ef={ef!s:>4} recall={point.recall:.4f} "
+                f"r@1={point.recall_at_1:.4f} self@1={point.self_recall_at_1:.4f} "
                 + " ".join(f"qps@{t}={v:,.0f}" for t, v in point.qps.items()),
                 flush=True,
             )
-        if point.recall >= args.stop_recall:
+        if min(point.recall, point.recall_at_1, point.self_recall_at_1) >= args.stop_recall:
             break
     rss_after = rss_bytes() - rss0
     reached = [p for p in sweep if p.recall >= args.target]
     best = max(sweep, key=lambda p: (p.recall, -(p.ef or 0)))
     chosen = reached[0] if reached else best
+    all_reached = [p for p in sweep if min(p.recall, p.recall_at_1, p.self_recall_at_1) >= args.target]
     analytic = adapter.analytic_bytes()
     analytic_total = 0.0
     for key, v in analytic.items():
@@ -263,6 +276,8 @@ def run_contender(
         target_ef=chosen.ef if reached else None,
         target_recall=chosen.recall,
         target_qps=dict(chosen.qps),
+        all_target_ef=all_reached[0].ef if all_reached else None,
+        all_target_qps=dict(all_reached[0].qps) if all_reached else {},
         best_recall=best.recall,
         best_recall_ef=best.ef,
         diagnostics=diagnostics,
@@ -306,6 +321,19 @@ def compare(results: dict[str, ContenderResult], threads: list[int], target: flo
                     f"QPS ours-hnsw / {other} @recall {target}, {t} thr",
                     v,
                     what if v is not None else missing("ours-hnsw", other),
+                )
+            )
+    for t in threads:
+        a, b = results.get("ours-hnsw"), results.get("hnswlib-l2")
+        if a is not None and b is not None:
+            qa, qb = a.all_target_qps.get(str(t)), b.all_target_qps.get(str(t))
+            out.append(
+                Comparison(
+                    f"QPS ours-hnsw / hnswlib-l2 @recall@k, @1, self@1 >= {target}, {t} thr",
+                    _ratio(qa, qb),
+                    f"ef {a.all_target_ef} vs {b.all_target_ef}"
+                    if qa is not None and qb is not None
+                    else f"not reached (ef {a.all_target_ef} vs {b.all_target_ef})",
                 )
             )
     for other in ("faiss-hnsw-lifted", "hnswlib-l2"):
@@ -402,6 +430,8 @@ def run_dataset(name: str, args: argparse.Namespace) -> DatasetResult:
                 target_ef=None,
                 target_recall=None,
                 target_qps={},
+                all_target_ef=None,
+                all_target_qps={},
                 best_recall=float("nan"),
                 best_recall_ef=None,
                 error=repr(exc),
@@ -430,95 +460,13 @@ def run_dataset(name: str, args: argparse.Namespace) -> DatasetResult:
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# output
-
-
-def _fmt(v: float | None, spec: str = ".2f") -> str:
-    if v is None or (isinstance(v, float) and not np.isfinite(v)):
-        return "-"
-    return format(v, spec)
-
-
-def _json_ready(obj: Any) -> Any:
-    """Plain JSON: numpy scalars to Python, NaN / inf to null (strict parsers reject NaN)."""
-    if isinstance(obj, dict):
-        return {str(k): _json_ready(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_ready(v) for v in obj]
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if np.isfinite(obj) else None
-    if isinstance(obj, np.ndarray):
-        return _json_ready(obj.tolist())
-    return obj
-
-
-def print_dataset(r: DatasetResult, threads: list[int], target: float, k: int) -> None:
-    print(f"\n## {r.name}: {r.description}")
-    print(f"database {r.n_database:,} x {r.dim}, {r.n_queries:,} queries, recall@{k}, target {target}")
-    qcols = [f"QPS {t}thr" for t in threads]
-    head = ["contender", "truth", "build s", f"ef@{target}", "recall", *qcols, "B/vec RSS", "B/vec est"]
-    rows = []
-    for c in r.contenders:
-        if c.error:
-            rows.append([c.name, c.truth, "-", "FAILED", c.error[:40], *["-"] * len(threads), "-", "-"])
-            continue
-        if not c.sweep or c.sweep[0].ef is None:
-            ef_col = "exact"
-        elif c.target_reached:
-            ef_col = str(c.target_ef)
-        else:
-            ef_col = f"never (best@{c.best_recall_ef})"
-        rows.append(
-            [
-                c.name,
-                c.truth,
-                _fmt(c.build_seconds),
-                ef_col,
-                _fmt(c.target_recall, ".4f"),
-                *[_fmt(c.target_qps.get(str(t)), ",.0f") for t in threads],
-                _fmt(c.rss_bytes_per_vector, ".0f"),
-                _fmt(c.analytic_bytes_per_vector, ".0f"),
-            ]
-        )
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
-    for row in (head, ["-" * w for w in widths], *rows):
-        print(
-            "  ".join(
-                str(x).ljust(w) if i < 2 else str(x).rjust(w) for i, (x, w) in enumerate(zip(row, widths))
-            )
-        )
-    print("\nsweep (ef: recall / QPS at " + ",".join(map(str, threads)) + " threads):")
-    for c in r.contenders:
-        if not c.sweep or c.sweep[0].ef is None:
-            continue
-        pts = "  ".join(
-            f"{p.ef}:{p.recall:.3f}/" + ",".join(_fmt(p.qps.get(str(t)), ".0f") for t in threads)
-            for p in c.sweep
-        )
-        print(f"  {c.name:18s} {pts}")
-    print("\ncomparisons (same run; QPS ratio > 1: ours faster; time / bytes ratio < 1: ours better):")
-    for cmp in r.comparisons:
-        print(f"  {cmp.name:62s} {_fmt(cmp.value, '.3f'):>8}   {cmp.detail}")
-    notes = []
-    for c in r.contenders:
-        if any(not p.same_ids_across_threads for p in c.sweep):
-            notes.append(f"{c.name}: results differ between thread counts")
-        for m, v in c.sweep[-1].recall_extra.items() if c.sweep else []:
-            notes.append(f"{c.name}: recall vs {m} truth at ef={c.sweep[-1].ef}: {v:.4f}")
-        if c.diagnostics:
-            notes.append(f"{c.name}: {json.dumps(c.diagnostics, sort_keys=True)}")
-    if notes:
-        print("\nchecks:")
-        for line in notes:
-            print(f"  {line}")
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--dataset", default="all", choices=[*ds.DATASETS, "all"], help="default: all")
+    p.add_argument(
+        "--dataset",
+        default="all",
+        help="one of " + ", ".join(ds.DATASETS) + ", a comma-separated list, or all (default: all)",
+    )
     p.add_argument(
         "--n",
         type=int,
@@ -530,6 +478,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--threads", default="1,2", help="search thread counts; the build uses the largest (default: 1,2)"
     )
     p.add_argument("--k", type=int, default=10, help="neighbours per query (default: 10)")
+    p.add_argument(
+        "--self-queries",
+        type=int,
+        default=1000,
+        help="stored points searched by their own vector for self-recall@1 (default: 1000)",
+    )
     p.add_argument("--target", type=float, default=0.95, help="recall@k target (default: 0.95)")
     p.add_argument("--repeats", type=int, default=3, help="timed runs per batch, the best kept (default: 3)")
     p.add_argument(
@@ -554,6 +508,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("-v", "--verbose", action="store_true", help="print each sweep point")
     args = p.parse_args(argv)
+    args.datasets = list(ds.DATASETS) if args.dataset == "all" else args.dataset.split(",")
+    if any(d not in ds.DATASETS for d in args.datasets):
+        p.error(f"unknown dataset in {args.dataset!r}; choose from {', '.join(ds.DATASETS)} or all")
     args.threads = [int(t) for t in str(args.threads).split(",") if t.strip()]
     if not args.threads or min(args.threads) < 1:
         p.error("--threads needs positive integers")
@@ -567,7 +524,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    names = list(ds.DATASETS) if args.dataset == "all" else [args.dataset]
+    names = args.datasets
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = args.out or os.path.join(
         HERE, "results", f"knn_{args.dataset}_{'full' if args.n is None else args.n}_{stamp}.json"

@@ -6,6 +6,12 @@
   ball with ``expmap0`` (median norm 0.9, the long tail piles up against the boundary), then
   ``project(..., eps=1e-7)`` on float32 so every row is strictly inside.
 * ``glove-095``: the same GloVe rows scaled (no expmap) so the largest norm is 0.95.
+* ``tree-16``, ``tree-64``, ``tree-16-b4``: a tree crowded at the boundary
+  (``poincare_index.datasets.boundary_tree``: branching 8 or 4, Gaussian tangent steps, tangent
+  norms clipped at 4.6, so nearly every point sits at norm ~0.9998 behind a few shallow hubs),
+  in random order. Queries are a small step (tangent norm 0.05) from randomly chosen database
+  points, so the exact nearest is usually that point, and recall@1 says whether the graph
+  finds it. The database is ``n - queries`` nodes of one tree (default 20,000 in all).
 
 For GloVe the scale is computed on all 400,000 rows, so a quick run (``n`` < 400,000) sees a
 seeded random sample of the very same points. Queries are random rows (seeded); the database is
@@ -23,10 +29,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 import poincare_index as pi
-from poincare_index.datasets import hierarchy
+from poincare_index.datasets import boundary_tree, hierarchy
 
-DATASETS = ("hierarchy", "glove-boundary", "glove-095")
+DATASETS = ("hierarchy", "glove-boundary", "glove-095", "tree-16", "tree-64", "tree-16-b4")
 DEFAULT_N = {"hierarchy": 100_000, "glove-boundary": 400_000, "glove-095": 400_000}
+TREES = {"tree-16": (16, 8), "tree-64": (64, 8), "tree-16-b4": (16, 4)}  # (dim, branching)
+TREE_N = 20_000
+NEAR_STEP = 0.05  # tangent norm of the step from a stored point to a tree query
 HIERARCHY_DIM = 64
 GLOVE_ROWS = 400_000
 
@@ -87,16 +96,34 @@ def _to_ball_boundary(v: NDArray[np.float64]) -> tuple[NDArray[np.float32], int]
     return np.ascontiguousarray(y, dtype=np.float32), clipped
 
 
+def near_queries(db: NDArray[np.float32], n: int, step: float, seed: int) -> NDArray[np.float32]:
+    """``n`` queries, each a random tangent step of norm ``step`` (at the origin) from a random
+    database point: the exact nearest is usually that point."""
+    rng = np.random.default_rng(seed + 1)
+    rows = rng.choice(db.shape[0], n, replace=False)
+    v = pi.logmap0(db[rows].astype(np.float64))
+    g = rng.normal(size=v.shape)
+    return pi.project(pi.expmap0(v + step * g / np.linalg.norm(g, axis=1, keepdims=True)).astype(np.float32))
+
+
 def load(name: str, n: int | None, n_queries: int, seed: int = 0) -> Dataset:
     """Dataset ``name`` with ``n`` rows in all (default: the full size), ``n_queries`` of them
     held out as queries; the database has ``n - n_queries`` rows."""
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}; choose from {DATASETS}")
-    n_total = DEFAULT_N[name] if n is None else int(n)
+    n_total = DEFAULT_N.get(name, TREE_N) if n is None else int(n)
     if not 0 < n_queries < n_total:
         raise ValueError(f"need 0 < queries < n, got queries={n_queries}, n={n_total}")
     info: dict[str, Any] = {"n_total": n_total, "seed": seed}
-    if name == "hierarchy":
+    if name in TREES:
+        dim, branching = TREES[name]
+        db = boundary_tree(n_total - n_queries, dim, seed=seed, branching=branching).points
+        q = near_queries(db, n_queries, NEAR_STEP, seed)
+        desc = (
+            f"boundary-crowded tree, {dim}-d, branching {branching}, "
+            f"queries a step {NEAR_STEP} from stored points"
+        )
+    elif name == "hierarchy":
         h = hierarchy(n_total, HIERARCHY_DIM, seed=seed)
         db, q = h.split(n_queries, seed=seed)
         desc = f"generated hierarchy, {HIERARCHY_DIM}-d ball, norms up to 0.9999"

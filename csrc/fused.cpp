@@ -183,8 +183,6 @@ void fused_scan(const FusedScorer& scorer, const VectorStorage& storage, const f
 
 namespace {
 
-bool contains_sorted(const std::vector<std::uint32_t>& sorted, std::uint32_t slot);
-
 // See fused_graph_search. Reads the buckets whose weight bound can still beat the k-th score,
 // best bound first, skipping slots the walk already scored. When all of them fit in the budget
 // the pass is exact. Otherwise it reads them only while reading pays: a probe of the first
@@ -192,8 +190,7 @@ bool contains_sorted(const std::vector<std::uint32_t>& sorted, std::uint32_t slo
 // walk found), then each bucket read must improve the top k, and the budget caps the total.
 // Where distances decide (a probe finds nothing) the pass costs one probe.
 void time_pass(const FusedScorer& scorer, const VectorStorage& storage, const float* q,
-               const SearchScratch& scratch, const std::vector<std::uint32_t>& seeded,
-               Collector& collector) {
+               SearchScratch& scratch, Collector& collector) {
   constexpr std::int64_t kProbeRows = 32;
   const FusedParams& p = scorer.params();
   const TimeBuckets& b = p.buckets;
@@ -221,7 +218,7 @@ void time_pass(const FusedScorer& scorer, const VectorStorage& storage, const fl
     std::size_t entered = 0;
     for (std::int64_t j = from; j < to; ++j) {
       const std::uint32_t s = b.order[j];
-      if (!scorer.eligible(s) || scratch.seen(s) || contains_sorted(seeded, s)) continue;
+      if (!scorer.eligible(s) || !scratch.first_score(s)) continue;
       entered += collector.offer(s, l2sq(q, storage.vector(s), dim) * storage.rank_factor(s));
     }
     scanned += static_cast<std::size_t>(to - from);
@@ -249,12 +246,9 @@ void time_pass(const FusedScorer& scorer, const VectorStorage& storage, const fl
 // When time dominates (the row 10 % down the time order already weighs below e^-10), the best
 // scores are recent points wherever they lie and a distance-ordered walk finds them late: score
 // the newest bucket(s) first, so the walk and the time pass start from a k-th score that prunes.
-// The seeded slots go to `seeded` (sorted), not to the visited marks: the walk must still expand
-// through them (a recent node leads to its neighbours like any other), it only must not offer
-// them twice (the k-th score counts distinct slots).
+// The seeded slots are marked scored, not visited: the walk still expands through them.
 void time_seed(const FusedScorer& scorer, const VectorStorage& storage, const float* q,
-               Collector& collector, std::size_t k, std::vector<std::uint32_t>& seeded) {
-  seeded.clear();
+               SearchScratch& scratch, Collector& collector, std::size_t k) {
   const FusedParams& p = scorer.params();
   const TimeBuckets& b = p.buckets;
   if (b.n_buckets == 0 || p.decay.empty() || !p.has_bound() || p.time_coef <= 0.0) return;
@@ -266,72 +260,67 @@ void time_seed(const FusedScorer& scorer, const VectorStorage& storage, const fl
   if (probe_bound > -10.0) return;
   const auto l2sq = metric::kernels().l2sq;
   const std::size_t dim = storage.dim();
-  for (std::size_t i = 0; i < b.n_buckets && seeded.size() < k; ++i) {
+  std::size_t offered = 0;
+  for (std::size_t i = 0; i < b.n_buckets && offered < k; ++i) {
     for (std::int64_t j = b.starts[i]; j < b.starts[i + 1]; ++j) {
       const std::uint32_t s = b.order[j];
-      if (!scorer.eligible(s)) continue;
+      if (!scorer.eligible(s) || !scratch.first_score(s)) continue;
       collector.offer(s, l2sq(q, storage.vector(s), dim) * storage.rank_factor(s));
-      seeded.push_back(s);
+      ++offered;
     }
   }
-  std::sort(seeded.begin(), seeded.end());
 }
 
-bool contains_sorted(const std::vector<std::uint32_t>& sorted, std::uint32_t slot) {
-  return !sorted.empty() && std::binary_search(sorted.begin(), sorted.end(), slot);
-}
-
-}  // namespace
-
-void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
-                        const FusedScorer& scorer, const float* q, std::size_t k, std::size_t ef,
-                        SearchScratch& scratch, std::vector<ScoredHit>& out) {
-  out.clear();
-  if (graph.entry_point() == HnswGraph::kNone) return;
-  float cur_r;
-  const std::uint32_t cur = graph.descend(storage, q, &cur_r);
-
-  // Level 0, walked exactly as the plain HNSW search walks it. frontier: nearest unexpanded
-  // first; beam: the ef nearest eligible nodes seen (the HNSW budget): a node enters the
-  // frontier while the beam holds fewer than ef eligible nodes or it is nearer than the beam's
-  // farthest, and the walk stops when the nearest unexpanded node is farther than that. The
-  // score bound (the collector's rank limit) decides only whether a node itself can enter the
-  // top k, never whether it is expanded: a node that cannot score can still lead to one that
-  // can. (Stopping the walk at the limit made it a beam of width k: recall@10 0.74 on text
-  // embeddings at any ef, where the plain walk at ef=128 reads 0.996.) So at equal ef the fused
-  // walk visits at least the nodes the plain walk visits, and with a flat time term it is the
-  // plain walk.
-  scratch.begin(storage.slots());
+// A walk of level 0 as the plain HNSW search walks it, offering every eligible node it visits
+// that this query has not scored yet. frontier: nearest unexpanded first; beam: the ef nearest
+// eligible nodes seen (the HNSW budget): a node enters the frontier while the beam holds fewer
+// than ef eligible nodes or it is nearer than the beam's farthest, and the walk stops when the
+// nearest unexpanded node is farther than that. The score bound (the collector's rank limit)
+// decides only whether a node itself can enter the top k, never whether it is expanded: a node
+// that cannot score can still lead to one that can. (Stopping the walk at the limit made it a
+// beam of width k: recall@10 0.74 on text embeddings at any ef, where the plain walk at ef=128
+// reads 0.996.) So at equal ef the fused walk visits what the plain walk visits, and with a
+// flat time term it is the plain walk. The first walk (by_l2 false) starts at `entry` in rank
+// order and records what it scores; the second (by_l2) resumes from that in Euclidean order.
+void walk_level0(const HnswGraph& graph, const VectorStorage& storage, const FusedScorer& scorer,
+                 const float* q, std::uint32_t entry, std::size_t ef, bool by_l2,
+                 SearchScratch& scratch, Collector& collector) {
   auto& frontier = scratch.frontier;
   auto& beam = scratch.results;
-  Collector collector(scorer, k);
-  thread_local std::vector<std::uint32_t> seeded;
-  time_seed(scorer, storage, q, collector, k, seeded);
   const FusedParams& params = scorer.params();
   const std::int64_t* time_column = params.decay.empty() ? nullptr : params.columns.t;
   const std::size_t time_rows = params.columns.rows;
   const std::int64_t* window_from =
       params.decay.uses_window() ? params.columns.valid_from : nullptr;
   const std::int64_t* window_until = params.columns.valid_until;
-  auto visit = [&](std::uint32_t n, float r) {
+  auto visit = [&](std::uint32_t n, float l2) {
     scratch.mark(n);
+    const float r = l2 * storage.rank_factor(n);
+    const float key = by_l2 ? l2 : r;
+    if (!by_l2) scratch.walked.push_back({l2, n});
     const bool eligible = scorer.eligible(n);
-    if (eligible && !contains_sorted(seeded, n)) collector.offer(n, r);
-    if (!(beam.size() < ef || r < beam.front().first)) return;
-    frontier.push_back({-r, n});
+    if (eligible && scratch.first_score(n)) collector.offer(n, r);
+    if (!(beam.size() < ef || key < beam.front().first)) return;
+    frontier.push_back({-key, n});
     std::push_heap(frontier.begin(), frontier.end());
     // Its list is read when it leaves the frontier (a cache miss of its own): fetch it now.
     prefetch(graph.level0_list(n));
     prefetch(graph.level0_list(n) + 16);
     if (!eligible) return;
-    beam.push_back({r, n});
+    beam.push_back({key, n});
     std::push_heap(beam.begin(), beam.end());
     if (beam.size() > ef) {
       std::pop_heap(beam.begin(), beam.end());
       beam.pop_back();
     }
   };
-  visit(cur, cur_r);
+  if (by_l2) {
+    hnsw_detail::resume_in_l2_order(scratch, ef,
+                                    [&](std::uint32_t n) { return scorer.eligible(n); });
+  } else {
+    scratch.begin(storage.slots());
+    visit(entry, metric::kernels().l2sq(q, storage.vector(entry), storage.dim()));
+  }
   while (!frontier.empty()) {
     const Candidate c = frontier.front();
     if (beam.size() >= ef && -c.first > beam.front().first) break;
@@ -349,9 +338,29 @@ void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
             prefetch(window_until + n);
           }
         },
-        [&](std::uint32_t n, float l2) { visit(n, l2 * storage.rank_factor(n)); });
+        visit);
   }
-  time_pass(scorer, storage, q, scratch, seeded, collector);
+}
+
+}  // namespace
+
+void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
+                        const FusedScorer& scorer, const float* q, std::size_t k, std::size_t ef,
+                        SearchScratch& scratch, std::vector<ScoredHit>& out) {
+  out.clear();
+  if (graph.entry_point() == HnswGraph::kNone) return;
+  float cur_r;
+  const std::uint32_t cur = graph.descend(storage, q, &cur_r);
+  scratch.begin_scoring(storage.slots());
+  Collector collector(scorer, k);
+  time_seed(scorer, storage, q, scratch, collector, k);
+  walk_level0(graph, storage, scorer, q, cur, ef, false, scratch, collector);
+  // As in the plain search: a walk that ended among hubs walks on in Euclidean order for the
+  // points at the query's own depth (HnswGraph::kHubRatio).
+  const auto a_q = static_cast<float>(scorer.query_factor());
+  if (HnswGraph::hub_dominated(storage, scratch.results, a_q))
+    walk_level0(graph, storage, scorer, q, cur, ef, true, scratch, collector);
+  time_pass(scorer, storage, q, scratch, collector);
   collector.finish(out);
 }
 

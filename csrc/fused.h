@@ -69,6 +69,7 @@ class FusedScorer {
   float rank_limit(double score) const;
   const FusedParams& params() const { return params_; }
   double query_depth() const { return depth_q_; }
+  double query_factor() const { return a_q_; }
 
  private:
   double depth_of(std::uint32_t slot) const;
@@ -93,7 +94,8 @@ void fused_scan(const FusedScorer& scorer, const VectorStorage& storage, const f
 // Top-k by score from a traversal of the graph's level 0 that walks exactly as the plain HNSW
 // search does at the same ef (the beam of the ef nearest eligible nodes decides what is
 // expanded and when the walk ends); every eligible node visited is scored, and the stopping
-// bound (FusedScorer::rank_limit) only skips scoring nodes that cannot enter the top k. Then,
+// bound (FusedScorer::rank_limit) only skips scoring nodes that cannot enter the top k; a walk
+// that ends among hubs walks again in Euclidean order, as HnswGraph::search does. Then,
 // when the parameters carry time buckets, the time pass: every bucket whose weight bound could
 // still beat the k-th score is scanned exactly, provided they hold at most scan_budget rows in
 // all. When time dominates (fast decay, long history) those are the few recent buckets and the

@@ -40,6 +40,10 @@ inline void heap_pop(std::vector<Candidate>& h) {
   h.pop_back();
 }
 
+// Whether a kept neighbour with factor a_r may stand in for a candidate with factor a_e in the
+// heuristic (see select_neighbors): not when it lies much nearer the origin.
+inline bool can_cover(float a_r, float a_e) { return a_r * HnswGraph::kCoverRatio >= a_e; }
+
 }  // namespace
 
 void HnswParams::validate() const {
@@ -95,28 +99,41 @@ const std::uint32_t* HnswGraph::links_at(std::uint32_t slot, int level) const {
 
 // Beam search on one level during construction: link lists are copied with relaxed loads
 // because other threads may be rewriting them (see load_relaxed). Leaves the ef nearest in
-// scratch.results.
+// scratch.results, by the rank quantity |x - n|^2 a(x) a(n); on level 0 it records every node it
+// scores in scratch.walked (see add_level0_l2_candidates).
 void HnswGraph::search_layer_concurrent(const VectorStorage& storage, const float* x, float ax,
                                         std::uint32_t entry, int level, std::size_t ef,
                                         SearchScratch& scratch) {
   const auto l2sq = metric::kernels().l2sq;
-  const std::size_t dim = storage.dim();
-  const std::size_t capacity = max_links(level) + (level == 0 ? kRepairSlots : 0);
   scratch.begin(storage.slots());
+  const float l2_entry = l2sq(x, storage.vector(entry), storage.dim());
+  const float d0 = l2_entry * ax * storage.rank_factor(entry);
+  scratch.mark(entry);
+  if (level == 0) scratch.walked.push_back({l2_entry, entry});
+  heap_push(scratch.frontier, {-d0, entry});
+  heap_push(scratch.results, {d0, entry});
+  beam_concurrent(storage, x, level, ef, scratch, [&](std::uint32_t n, float l2) {
+    if (level == 0) scratch.walked.push_back({l2, n});
+    return l2 * ax * storage.rank_factor(n);
+  });
+}
+
+// The loop of a construction beam from the frontier and results already in scratch, ordered by
+// order(n, l2).
+template <typename Order>
+void HnswGraph::beam_concurrent(const VectorStorage& storage, const float* x, int level,
+                                std::size_t ef, SearchScratch& scratch, const Order& order) {
+  const std::size_t capacity = max_links(level) + (level == 0 ? kRepairSlots : 0);
   auto& frontier = scratch.frontier;
   auto& results = scratch.results;
-  const float d0 = l2sq(x, storage.vector(entry), dim) * ax * storage.rank_factor(entry);
-  scratch.mark(entry);
-  heap_push(frontier, {-d0, entry});
-  heap_push(results, {d0, entry});
-  float bound = d0;
+  float bound = results.empty() ? std::numeric_limits<float>::infinity() : results.front().first;
   while (!frontier.empty()) {
     const Candidate c = frontier.front();
     if (-c.first > bound && results.size() >= ef) break;
     heap_pop(frontier);
     copy_links_relaxed(links_at(c.second, level), capacity, scratch.links);
     auto consider = [&](std::uint32_t n, float l2) {
-      const float d = l2 * ax * storage.rank_factor(n);
+      const float d = order(n, l2);
       if (results.size() < ef || d < bound) {
         heap_push(frontier, {-d, n});
         heap_push(results, {d, n});
@@ -130,6 +147,37 @@ void HnswGraph::search_layer_concurrent(const VectorStorage& storage, const floa
         scratch.links.data(), scratch.links.size(), x, storage, scratch, scratch.fresh,
         [](std::uint32_t) {}, consider);
   }
+}
+
+bool HnswGraph::hub_dominated(const VectorStorage& storage, const std::vector<Candidate>& found,
+                              float a_q) {
+  if (found.empty()) return false;
+  const Candidate* best = &found.front();
+  for (const Candidate& c : found)
+    if (c < *best) best = &c;
+  return storage.rank_factor(best->second) * kHubRatio < a_q;
+}
+
+void HnswGraph::add_level0_l2_candidates(const VectorStorage& storage, const float* x, float ax,
+                                         std::size_t ef, SearchScratch& scratch) {
+  auto& saved = scratch.selection;
+  saved.assign(scratch.results.begin(), scratch.results.end());
+  scratch.pruned.clear();
+  // The Euclidean walk resumes from what the first walk scored (its marks stay), so nodes it
+  // finds that the first walk had not kept are exactly those it scores anew or re-ranks.
+  hnsw_detail::resume_in_l2_order(scratch, ef, [](std::uint32_t) { return true; });
+  beam_concurrent(storage, x, 0, ef, scratch, [](std::uint32_t, float l2) { return l2; });
+  std::sort(saved.begin(), saved.end(),
+            [](const Candidate& a, const Candidate& b) { return a.second < b.second; });
+  for (const Candidate& c : scratch.results) {
+    const auto same_slot = [](const Candidate& a, std::uint32_t s) { return a.second < s; };
+    const auto it = std::lower_bound(saved.begin(), saved.end(), c.second, same_slot);
+    if (it != saved.end() && it->second == c.second) continue;
+    scratch.pruned.push_back({c.first * ax * storage.rank_factor(c.second), c.second});
+  }
+  scratch.results.assign(saved.begin(), saved.end());
+  scratch.results.insert(scratch.results.end(), scratch.pruned.begin(), scratch.pruned.end());
+  scratch.pruned.clear();
 }
 
 // The heuristic of the HNSW paper (Alg. 4 without extension): walk candidates from nearest and
@@ -159,12 +207,15 @@ void HnswGraph::select_neighbors(const VectorStorage& storage, std::vector<Candi
                               storage.vector(k[2].second), storage.vector(k[3].second)};
       float l2[4];
       l2sq_batch4(ve, rows, dim, l2);
-      for (int j = 0; j < 4; ++j)
-        good &= !(l2[j] * ae * storage.rank_factor(k[j].second) < e.first);
+      for (int j = 0; j < 4; ++j) {
+        const float ar = storage.rank_factor(k[j].second);
+        good &= !(l2[j] * ae * ar < e.first && can_cover(ar, ae));
+      }
     }
     for (; good && r < kept; ++r) {
       const std::uint32_t s = candidates[r].second;
-      good = !(l2sq(ve, storage.vector(s), dim) * ae * storage.rank_factor(s) < e.first);
+      const float ar = storage.rank_factor(s);
+      good = !(l2sq(ve, storage.vector(s), dim) * ae * ar < e.first && can_cover(ar, ae));
     }
     if (good) {
       candidates[kept++] = e;
@@ -300,8 +351,13 @@ void HnswGraph::insert(const VectorStorage& storage, std::uint32_t slot, SearchS
     }
   }
   for (int lv = std::min(level, top); lv >= 0; --lv) {
-    search_layer_concurrent(storage, x, ax, cur, lv,
-                            static_cast<std::size_t>(params_.ef_construction), scratch);
+    const auto ef = static_cast<std::size_t>(params_.ef_construction);
+    search_layer_concurrent(storage, x, ax, cur, lv, ef, scratch);
+    // Nodes at x's own depth hidden behind shallower hubs are found by a second beam in
+    // Euclidean order; they must be among x's candidates, or x never links to (nor gets links
+    // from) the crowd around it.
+    if (lv == 0 && hub_dominated(storage, scratch.results, ax))
+      add_level0_l2_candidates(storage, x, ax, ef, scratch);
     const std::uint32_t next = connect(storage, slot, lv, scratch);
     if (next != kNone) cur = next;
   }
@@ -349,32 +405,23 @@ std::uint32_t HnswGraph::descend(const VectorStorage& storage, const float* q,
   return cur;
 }
 
-void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t ef,
-                       SearchScratch& scratch, std::vector<Candidate>& out) const {
-  out.clear();
-  if (entry_ == kNone) return;
-  // The query's own factor a(q) is common to every candidate, so ranking uses |q - x|^2 a(x).
-  float cur_d;
-  std::uint32_t cur = descend(storage, q, &cur_d);
-
-  // Level 0: deleted nodes are walked through but never enter the results, and the beam keeps
-  // going while it holds fewer than ef live results.
-  scratch.begin(storage.slots());
+// The loop of a level-0 search beam from the frontier and results already in scratch, ordered
+// by order(n, l2): deleted nodes are walked through but never enter the results, and the beam
+// keeps going while it holds fewer than ef live results.
+template <typename Order>
+void HnswGraph::beam_level0(const VectorStorage& storage, const float* q, std::size_t ef,
+                            SearchScratch& scratch, const Order& order) const {
   auto& frontier = scratch.frontier;
   auto& results = scratch.results;
   const std::uint8_t* deleted = storage.deleted_flags();
-  constexpr float kInf = std::numeric_limits<float>::infinity();
-  scratch.mark(cur);
-  heap_push(frontier, {-cur_d, cur});
-  if (!deleted[cur]) heap_push(results, {cur_d, cur});
-  float bound = results.empty() ? kInf : cur_d;
+  float bound = results.empty() ? std::numeric_limits<float>::infinity() : results.front().first;
   while (!frontier.empty()) {
     const Candidate c = frontier.front();
     if (-c.first > bound && results.size() >= ef) break;
     heap_pop(frontier);
     const std::uint32_t* l = level0_list(c.second);
     auto consider = [&](std::uint32_t n, float l2) {
-      const float d = l2 * storage.rank_factor(n);
+      const float d = order(n, l2);
       if (results.size() < ef || d < bound) {
         heap_push(frontier, {-d, n});
         // n was pushed, so it is likely to be expanded soon: fetch its link list now (the
@@ -390,8 +437,47 @@ void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t
     };
     expand(l + 1, l[0], q, storage, scratch, scratch.fresh, [](std::uint32_t) {}, consider);
   }
-  out.assign(results.begin(), results.end());
+}
+
+void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t ef,
+                       SearchScratch& scratch, std::vector<Candidate>& out) const {
+  out.clear();
+  if (entry_ == kNone) return;
+  // The query's own factor a(q) is common to every candidate, so ranking uses |q - x|^2 a(x).
+  float cur_d;
+  const std::uint32_t cur = descend(storage, q, &cur_d);
+  scratch.begin(storage.slots());
+  const std::uint8_t* deleted = storage.deleted_flags();
+  scratch.mark(cur);
+  scratch.walked.push_back({cur_d / storage.rank_factor(cur), cur});
+  heap_push(scratch.frontier, {-cur_d, cur});
+  if (!deleted[cur]) heap_push(scratch.results, {cur_d, cur});
+  beam_level0(storage, q, ef, scratch, [&](std::uint32_t n, float l2) {
+    scratch.walked.push_back({l2, n});
+    return l2 * storage.rank_factor(n);
+  });
+  out.assign(scratch.results.begin(), scratch.results.end());
+  const auto a_q = static_cast<float>(
+      metric::conformal_factor(metric::sq_norm_exact(q, storage.dim()), storage.curvature()));
+  if (hub_dominated(storage, out, a_q)) {
+    // The beam ended among hubs: walk on in Euclidean order for the query's own depth (see
+    // kHubRatio), and keep the ef best of both beams by rank. The second walk keeps the first
+    // one's marks, so a node is in at most one of the two result sets.
+    hnsw_detail::resume_in_l2_order(scratch, ef, [&](std::uint32_t n) { return !deleted[n]; });
+    beam_level0(storage, q, ef, scratch, [](std::uint32_t, float l2) { return l2; });
+    for (const Candidate& c : scratch.results)
+      out.push_back({c.first * storage.rank_factor(c.second), c.second});
+    // One entry per slot (both walks may hold it), the nearer rank kept.
+    std::sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
+      return a.second < b.second || (a.second == b.second && a.first < b.first);
+    });
+    out.erase(
+        std::unique(out.begin(), out.end(),
+                    [](const Candidate& a, const Candidate& b) { return a.second == b.second; }),
+        out.end());
+  }
   std::sort(out.begin(), out.end());
+  if (out.size() > ef) out.resize(ef);
 }
 
 std::unique_ptr<HnswGraph> HnswGraph::restore(const HnswParams& params,

@@ -63,6 +63,11 @@ class HnswGraph {
   // node and its rank. The graph must not be empty.
   std::uint32_t descend(const VectorStorage& storage, const float* q, float* rank_out) const;
 
+  // Whether every node of `found` lies much nearer the origin than a point with factor a_q
+  // (a(n) kHubRatio < a_q): then nodes at the query's depth may hide behind them.
+  static bool hub_dominated(const VectorStorage& storage, const std::vector<Candidate>& found,
+                            float a_q);
+
   // Makes every node reachable from the entry point on level 0: each unreachable node gets an
   // in-link from its nearest reachable node (its own nearest out-neighbour that is reachable,
   // else the nearest a beam search finds), replacing that node's most redundant link when its
@@ -80,6 +85,18 @@ class HnswGraph {
   // Level-0 slots reserved for repair links (see repair_connectivity): lists hold up to 2M
   // links from construction plus kRepairSlots from the repair.
   static constexpr std::size_t kRepairSlots = 4;
+  // The heuristic drops a candidate e that a kept neighbour r is nearer to than the base is,
+  // trusting r to lead on to e. A node much nearer the origin (a(r) < a(e) / kCoverRatio) is
+  // near everything deeper and its list cannot hold the crowd beneath it, so it never stands in
+  // for e: on trees crowded at the boundary such hubs otherwise fill every list and the leaves
+  // lose every in-link a beam can reach.
+  static constexpr float kCoverRatio = 2.0f;
+  // The same crowd is invisible to a beam in rank order: a point's nearest node at its own
+  // depth ranks ~450th among its nearest on such a tree (20k points, 16-d), behind hubs whose
+  // lists cannot hold it. When every node a beam kept is such a hub (a(n) kHubRatio < a(q)),
+  // a second beam in Euclidean order (the rank order among points of equal depth) looks for
+  // the query's own depth, in construction and in search.
+  static constexpr float kHubRatio = 2.0f;
   static constexpr std::size_t kRepairBackups = 8;
   static std::size_t level0_stride_for(int M) {
     return 1 + 2 * static_cast<std::size_t>(M) + kRepairSlots;
@@ -130,6 +147,19 @@ class HnswGraph {
   void search_layer_concurrent(const VectorStorage& storage, const float* x, float ax,
                                std::uint32_t entry, int level, std::size_t ef,
                                SearchScratch& scratch);
+  // The beams' loops (construction / search), from the frontier and results in scratch, in
+  // order(n, l2).
+  template <typename Order>
+  void beam_concurrent(const VectorStorage& storage, const float* x, int level, std::size_t ef,
+                       SearchScratch& scratch, const Order& order);
+  template <typename Order>
+  void beam_level0(const VectorStorage& storage, const float* q, std::size_t ef,
+                   SearchScratch& scratch, const Order& order) const;
+  // Adds to scratch.results (the ef nearest of x on level 0, from search_layer_concurrent) the
+  // ef nearest by |x - n|^2 that a second beam in Euclidean order finds, resuming from what the
+  // first one scored, with their rank quantities.
+  void add_level0_l2_candidates(const VectorStorage& storage, const float* x, float ax,
+                                std::size_t ef, SearchScratch& scratch);
 
   HnswParams params_;
   double level_mult_;

@@ -73,4 +73,25 @@ inline void expand(const std::uint32_t* links, std::size_t count, const float* q
   for (; j < n_fresh; ++j) visit(fresh[j], kernels.l2sq(q, storage.vector(fresh[j]), dim));
 }
 
+// Turns a finished level-0 walk into the start of a walk in Euclidean order that keeps its
+// visited marks: frontier and results become the nodes nearest to q by |q - x|^2 among those the
+// walk recorded in scratch.walked (results: at most ef of them, only those keep(n) admits), so the
+// second walk scores only nodes the first did not reach.
+template <typename Keep>
+inline void resume_in_l2_order(SearchScratch& scratch, std::size_t ef, Keep&& keep) {
+  auto& walked = scratch.walked;
+  const std::size_t m = std::min(walked.size(), 2 * ef);
+  std::partial_sort(walked.begin(), walked.begin() + static_cast<std::ptrdiff_t>(m), walked.end());
+  scratch.frontier.clear();
+  scratch.results.clear();
+  for (std::size_t i = 0; i < m; ++i) {
+    const Candidate c = walked[i];
+    if (scratch.results.size() >= ef) break;
+    scratch.frontier.push_back({-c.first, c.second});
+    if (keep(c.second)) scratch.results.push_back(c);
+  }
+  std::make_heap(scratch.frontier.begin(), scratch.frontier.end());
+  std::make_heap(scratch.results.begin(), scratch.results.end());
+}
+
 }  // namespace poincare::hnsw_detail

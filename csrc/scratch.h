@@ -19,8 +19,11 @@ struct SearchScratch {
   // all marks in O(1) (a full reset only when the 16-bit counter wraps).
   std::vector<std::uint16_t> visited;
   std::uint16_t epoch = 0;
-  std::vector<Candidate> frontier;   // min-heap by rank (stored negated in a max-heap)
-  std::vector<Candidate> results;    // max-heap by rank, at most ef entries
+  std::vector<Candidate> frontier;  // min-heap by rank (stored negated in a max-heap)
+  std::vector<Candidate> results;   // max-heap by rank, at most ef entries
+  // (|q - x|^2, slot) of every node a walk on level 0 scored, when the walk records them: a
+  // second walk in Euclidean order resumes from these instead of scoring them again.
+  std::vector<Candidate> walked;
   std::vector<std::uint32_t> links;  // copy of a link list read under its lock
   std::vector<Candidate> selection;
   std::vector<Candidate> pruned;         // re-selection of a full neighbour list
@@ -36,9 +39,29 @@ struct SearchScratch {
     }
     frontier.clear();
     results.clear();
+    walked.clear();
   }
   bool seen(std::uint32_t slot) const { return visited[slot] == epoch; }
   void mark(std::uint32_t slot) { visited[slot] = epoch; }
+
+  // Slots scored in the current fused query, kept apart from the visited marks: one query may
+  // walk the graph more than once (each walk starts with begin()) and scan time buckets, and a
+  // slot must be offered to the top k at most once whichever part reaches it first.
+  std::vector<std::uint16_t> scored;
+  std::uint16_t scored_epoch = 0;
+  void begin_scoring(std::size_t n_slots) {
+    if (scored.size() < n_slots) scored.resize(n_slots + n_slots / 4 + 1024, 0);
+    if (++scored_epoch == 0) {
+      std::fill(scored.begin(), scored.end(), 0);
+      scored_epoch = 1;
+    }
+  }
+  // True the first time `slot` is asked about in this query (and marks it scored).
+  bool first_score(std::uint32_t slot) {
+    if (scored[slot] == scored_epoch) return false;
+    scored[slot] = scored_epoch;
+    return true;
+  }
 };
 
 // A free list of SearchScratch shared by every thread that searches or inserts in one index.

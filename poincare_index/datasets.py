@@ -131,7 +131,9 @@ def boundary_tree(
     return Hierarchy(points=points[order], parent=parent, level=level[order])
 
 
-def one_depth(n: int, dim: int, *, seed: int = 0, clusters: int = 64, radius: float = 1.0) -> NDArray[np.float32]:
+def one_depth(
+    n: int, dim: int, *, seed: int = 0, clusters: int = 64, radius: float = 1.0
+) -> NDArray[np.float32]:
     """Text-embedding-like data: ``n`` unit vectors from an anisotropic mixture of ``clusters``
     Gaussian clusters (a shared mean direction and cluster sizes that vary, as in GloVe), scaled
     by ``radius`` and mapped with ``expmap0``, so every point lies at one depth (norm
@@ -148,6 +150,8 @@ def one_depth(n: int, dim: int, *, seed: int = 0, clusters: int = 64, radius: fl
     spread = rng.uniform(0.3, 1.2, size=clusters)
     weights = rng.dirichlet(np.full(clusters, 0.5))
     label = rng.choice(clusters, size=n, p=weights)
-    x = centers[label] + rng.normal(size=(n, dim)) * spread[label, None] * rng.uniform(0.5, 1.5, size=(1, dim))
+    x = centers[label] + rng.normal(size=(n, dim)) * spread[label, None] * rng.uniform(
+        0.5, 1.5, size=(1, dim)
+    )
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     return expmap0(x * radius).astype(np.float32)
