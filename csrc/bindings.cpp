@@ -82,17 +82,31 @@ void bind_common(py::class_<Core>& cls) {
              self.validate_new_ids(p, n);
            })
       .def("reserve", &Core::reserve, py::call_guard<py::gil_scoped_release>())
+      .def("plan_slots",
+           [](Core& self, std::size_t n, bool reuse) {
+             std::vector<std::uint32_t> slots;
+             {
+               py::gil_scoped_release nogil;
+               slots = self.plan_slots(n, reuse);
+             }
+             py::array_t<std::uint32_t> out(slots.size());
+             std::copy(slots.begin(), slots.end(), out.mutable_data());
+             return out;
+           })
       .def(
           "add",
-          [](Core& self, const FloatArray& x, const IdArray& ids) {
+          [](Core& self, const FloatArray& x, const IdArray& ids, const SlotArray& slots) {
             const std::size_t n = rows_of(x, self.dim(), "x");
             if (length_of(ids) != n) throw InvalidArgument("x and ids differ in length");
+            if (static_cast<std::size_t>(slots.size()) != n)
+              throw InvalidArgument("x and slots differ in length");
             const float* px = x.data();
             const std::int64_t* pi = ids.data();
+            const std::uint32_t* ps = slots.data();
             py::gil_scoped_release nogil;
-            self.add(px, n, pi);
+            self.add(px, n, pi, ps);
           },
-          py::arg("x"), py::arg("ids"))
+          py::arg("x"), py::arg("ids"), py::arg("slots"))
       .def("search",
            [](Core& self, const FloatArray& q, std::size_t k, std::size_t ef) {
              const std::size_t nq = rows_of(q, self.dim(), "query");

@@ -246,7 +246,8 @@ void write_graph(const std::string& path, const HnswGraph& g) {
   w.write_file(path);
 }
 
-std::unique_ptr<HnswGraph> read_graph(const std::string& path, std::size_t expected_nodes) {
+std::unique_ptr<HnswGraph> read_graph(const std::string& path, std::size_t expected_nodes,
+                                      const std::uint8_t* deleted) {
   if (!little_endian()) throw IoError("loading requires a little-endian machine");
   Reader r = open_checked(path, kGraphMagic, "graph");
   HnswParams p;
@@ -268,7 +269,7 @@ std::unique_ptr<HnswGraph> read_graph(const std::string& path, std::size_t expec
   const std::size_t stride_up = 1 + static_cast<std::size_t>(p.M);
   std::size_t n_upper = 0;
   for (std::size_t s = 0; s < n; ++s) {
-    if (levels[s] < 0 || levels[s] > max_level)
+    if (levels[s] < 0 || levels[s] > HnswGraph::kMaxLevel || (levels[s] > max_level && !deleted[s]))
       r.fail("node " + std::to_string(s) + " has an invalid level");
     n_upper += static_cast<std::size_t>(levels[s]) * stride_up;
   }
@@ -278,7 +279,7 @@ std::unique_ptr<HnswGraph> read_graph(const std::string& path, std::size_t expec
   try {
     g = HnswGraph::restore(p, std::move(levels), std::move(level0), std::move(upper), entry,
                            max_level);
-    g->check_integrity();
+    g->check_integrity(deleted);
   } catch (const InvalidArgument& e) {
     throw FormatError(path + ": " + e.what());
   } catch (const FormatError& e) {

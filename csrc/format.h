@@ -24,6 +24,8 @@ VectorStorage read_vectors(const std::string& path);
 // Writes the HNSW levels and links; fsyncs.
 void write_graph(const std::string& path, const HnswGraph& graph);
 // Reads a graph file and checks it describes `expected_nodes` nodes with valid links.
-std::unique_ptr<HnswGraph> read_graph(const std::string& path, std::size_t expected_nodes);
+// deleted: per node (expected_nodes of them), nonzero when the storage marks it deleted.
+std::unique_ptr<HnswGraph> read_graph(const std::string& path, std::size_t expected_nodes,
+                                      const std::uint8_t* deleted);
 
 }  // namespace poincare::format

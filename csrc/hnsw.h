@@ -77,9 +77,19 @@ class HnswGraph {
   std::size_t repair_connectivity(const VectorStorage& storage, ScratchPool& scratch,
                                   ThreadPool& pool);
 
+  // Takes the given deleted nodes out of the graph (see hnsw_deletion.cpp): every node that
+  // links to one re-selects its list among its other links and theirs, the leaving nodes lose
+  // their links, and the entry point moves when it leaves. Afterwards nothing links to them
+  // and their slots may be inserted again. Returns the lists re-selected. Not concurrent with
+  // insert() or search().
+  std::size_t remove_nodes(const VectorStorage& storage, const std::vector<std::uint32_t>& gone,
+                           ThreadPool& pool);
+
   // Throws FormatError if a link or level is out of range, a list overflows, a node links to
-  // itself or twice to one node, or the entry point is wrong; returns counters otherwise.
-  GraphStats check_integrity() const;
+  // itself or twice to one node, a node above the top level is live or linked, or the entry
+  // point is wrong; returns counters otherwise (unreachable counts live nodes only). deleted:
+  // per node, nonzero when deleted (null: every node live).
+  GraphStats check_integrity(const std::uint8_t* deleted = nullptr) const;
 
   // ---- raw access for the file format ----
   // Level-0 slots reserved for repair links (see repair_connectivity): lists hold up to 2M

@@ -94,8 +94,9 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
   // makes progress (each fix floods reachability into u's cluster, so later nodes find a
   // reachable neighbour); only the nodes left need a beam search.
   std::vector<std::uint32_t> pending;
+  // Deleted nodes are waypoints at most (or have left the graph): only live ones need an in-link.
   for (std::uint32_t u = 0; u < n; ++u)
-    if (!reached[u]) pending.push_back(u);
+    if (!reached[u] && !storage.is_deleted(u)) pending.push_back(u);
   bool searching = false;
   int cheap_passes = 0;
   while (!pending.empty()) {
@@ -186,7 +187,7 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
   return added;
 }
 
-GraphStats HnswGraph::check_integrity() const {
+GraphStats HnswGraph::check_integrity(const std::uint8_t* deleted) const {
   GraphStats st;
   const std::size_t n = nodes();
   st.nodes = n;
@@ -195,12 +196,19 @@ GraphStats HnswGraph::check_integrity() const {
     if (entry_ != kNone || max_level_ != -1) throw FormatError("empty graph with an entry point");
     return st;
   }
-  if (entry_ >= n) throw FormatError("entry point " + std::to_string(entry_) + " out of range");
-  if (levels_[entry_] != max_level_) throw FormatError("entry point is not on the top level");
+  // No entry point: every node has left the graph (checked below: all above level -1).
+  if (entry_ == kNone && max_level_ != -1) throw FormatError("a graph with levels has no entry");
+  if (entry_ != kNone && entry_ >= n)
+    throw FormatError("entry point " + std::to_string(entry_) + " out of range");
+  if (entry_ != kNone && levels_[entry_] != max_level_)
+    throw FormatError("entry point is not on the top level");
   std::vector<std::uint64_t> seen_mark(n, UINT64_MAX);
   for (std::size_t s = 0; s < n; ++s) {
     const int lv = levels_[s];
-    if (lv < 0 || lv > max_level_)
+    // A node above the top level is one that left the graph (its slot keeps its drawn level
+    // for when it is reused): deleted, without links.
+    const bool above = lv > max_level_;
+    if (lv < 0 || lv > kMaxLevel || (above && (deleted == nullptr || !deleted[s])))
       throw FormatError("node " + std::to_string(s) + " has level " + std::to_string(lv) +
                         " outside [0, " + std::to_string(max_level_) + "]");
     const std::size_t end = s + 1 < n ? upper_offset_[s + 1] : upper_.size();
@@ -212,11 +220,13 @@ GraphStats HnswGraph::check_integrity() const {
         throw FormatError("node " + std::to_string(s) + " level " + std::to_string(l) + " has " +
                           std::to_string(links[0]) + " links, more than " +
                           std::to_string(max_links(l)));
+      if (above && links[0] != 0)
+        throw FormatError("node " + std::to_string(s) + " is above the top level and has links");
       const std::uint64_t tag =
           static_cast<std::uint64_t>(s) * (kMaxLevel + 1) + static_cast<std::uint64_t>(l);
       for (std::uint32_t i = 1; i <= links[0]; ++i) {
         const std::uint32_t t = links[i];
-        if (t >= n || t == s || levels_[t] < l)
+        if (t >= n || t == s || levels_[t] < l || levels_[t] > max_level_)
           throw FormatError("node " + std::to_string(s) + " level " + std::to_string(l) +
                             " has an invalid link to " + std::to_string(t));
         if (seen_mark[t] == tag)
@@ -229,8 +239,9 @@ GraphStats HnswGraph::check_integrity() const {
   // Reachability on level 0 from the entry point (breadth-first).
   std::vector<std::uint8_t> reached(n, 0);
   std::vector<std::uint32_t> queue;
-  flood_level0(entry_, reached, queue);
-  st.unreachable = n - queue.size();
+  if (entry_ != kNone) flood_level0(entry_, reached, queue);
+  for (std::size_t s = 0; s < n; ++s)
+    st.unreachable += !reached[s] && (deleted == nullptr || !deleted[s]);
   return st;
 }
 

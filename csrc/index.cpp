@@ -59,12 +59,21 @@ void IndexCore::reserve(std::size_t n_more) {
   storage_.reserve(storage_.slots() + n_more);
 }
 
-void IndexCore::add(const float* x, std::size_t n, const std::int64_t* ids) {
+std::vector<std::uint32_t> IndexCore::plan_slots(std::size_t n, bool reuse) {
+  std::unique_lock<std::shared_mutex> g(rw_);
+  const std::size_t pending = storage_.pending_release();
+  if (pending > 0) release_deleted(pending * kReleaseEvery >= storage_.slots());
+  return storage_.plan(n, reuse);
+}
+
+void IndexCore::add(const float* x, std::size_t n, const std::int64_t* ids,
+                    const std::uint32_t* slots) {
   validate_points(x, n, "x");
   std::unique_lock<std::shared_mutex> g(rw_);
   storage_.check_new_ids(ids, n);
-  const std::size_t first = storage_.append(x, n, ids);
-  insert_slots(first, n);
+  storage_.check_placement(slots, n);
+  storage_.place(x, n, ids, slots);
+  insert_slots(std::vector<std::uint32_t>(slots, slots + n));
   finish_batch();
 }
 
@@ -173,6 +182,8 @@ std::unique_ptr<FlatIndexCore> FlatIndexCore::load(const std::string& vectors_pa
   return idx;
 }
 
+void FlatIndexCore::release_deleted(bool) { storage_.release(storage_.unreleased_deleted()); }
+
 void FlatIndexCore::search_validated(const float* queries, std::size_t nq, std::size_t k,
                                      std::size_t, float* D, std::int64_t* I) {
   std::lock_guard<std::mutex> g(pool_mutex_);
@@ -193,7 +204,7 @@ HnswIndexCore::HnswIndexCore(std::size_t dim, double curvature, const HnswParams
 std::unique_ptr<HnswIndexCore> HnswIndexCore::load(const std::string& vectors_path,
                                                    const std::string& graph_path, int num_threads) {
   VectorStorage s = format::read_vectors(vectors_path);
-  auto graph = format::read_graph(graph_path, s.slots());
+  auto graph = format::read_graph(graph_path, s.slots(), s.deleted_flags());
   auto idx = std::make_unique<HnswIndexCore>(s.dim(), s.curvature(), graph->params(), num_threads);
   idx->storage_ = std::move(s);
   idx->graph_ = std::move(graph);
@@ -204,7 +215,7 @@ GraphStats HnswIndexCore::check_integrity() const {
   std::shared_lock<std::shared_mutex> g(rw_);
   if (graph_->nodes() != storage_.slots())
     throw FormatError("graph and storage disagree on the number of points");
-  return graph_->check_integrity();
+  return graph_->check_integrity(storage_.deleted_flags());
 }
 
 std::vector<std::int64_t> HnswIndexCore::neighbors(std::int64_t id, int level) const {
@@ -224,12 +235,24 @@ void HnswIndexCore::save(const std::string& vectors_path, const std::string& gra
   format::write_graph(graph_path, *graph_);
 }
 
-void HnswIndexCore::insert_slots(std::size_t first, std::size_t n) {
-  graph_->grow(first + n);
-  run_parallel(n, [&](std::size_t i, int) {
+void HnswIndexCore::insert_slots(const std::vector<std::uint32_t>& slots) {
+  graph_->grow(storage_.slots());
+  run_parallel(slots.size(), [&](std::size_t i, int) {
     ScratchGuard scratch(scratch_);
-    graph_->insert(storage_, static_cast<std::uint32_t>(first + i), *scratch);
+    graph_->insert(storage_, slots[i], *scratch);
   });
+}
+
+void HnswIndexCore::release_deleted(bool due) {
+  if (!due) return;
+  const std::vector<std::uint32_t> gone = storage_.unreleased_deleted();
+  {
+    std::lock_guard<std::mutex> g(pool_mutex_);
+    graph_->remove_nodes(storage_, gone, *pool_);
+    // Re-selected lists can leave a node without an in-link a walk from the entry reaches.
+    graph_->repair_connectivity(storage_, scratch_, *pool_);
+  }
+  storage_.release(gone);
 }
 
 void HnswIndexCore::finish_batch() {

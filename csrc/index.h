@@ -39,11 +39,19 @@ class IndexCore {
   void validate_new_ids(const std::int64_t* ids, std::size_t n) const;
   // Pre-allocates room for n more points.
   void reserve(std::size_t n_more);
-  // Validates, then adds n points with the given ids (all or nothing), then runs finish_batch()
-  // (for HNSW: the connectivity repair). Repairing after every chunk of a long add, not once at
-  // the end, matters: nodes re-linked early are found as neighbours by later insertions
-  // (boundary-heavy GloVe, 400k: recall@10 at ef=32 0.963 against 0.927 with one repair).
-  void add(const float* x, std::size_t n, const std::int64_t* ids);
+  // The slots the next add of n points will use, lowest first: deleted slots that have left
+  // the search structure are reused before new ones are appended. Releases deleted slots first
+  // when enough are pending (release_deleted), so slots stay bounded under add/remove churn.
+  // With reuse false, only new slots (ids then stay equal to slots for a caller that relies
+  // on it), but deleted slots still leave the search structure.
+  std::vector<std::uint32_t> plan_slots(std::size_t n, bool reuse);
+  // Validates, then adds n points with the given ids (all or nothing) into `slots` (released
+  // slots, then the next new ones, as plan_slots gives them: the caller wrote its columns
+  // there; InvalidArgument otherwise), then runs finish_batch() (for HNSW: the connectivity
+  // repair). Repairing after every chunk of a long add, not once at the end, matters: nodes
+  // re-linked early are found as neighbours by later insertions (boundary-heavy GloVe, 400k:
+  // recall@10 at ef=32 0.963 against 0.927 with one repair).
+  void add(const float* x, std::size_t n, const std::int64_t* ids, const std::uint32_t* slots);
   // k nearest per query (D float32 ascending, I ids; +inf / -1 padding). ef: beam width (HNSW).
   void search(const float* queries, std::size_t nq, std::size_t k, std::size_t ef, float* D,
               std::int64_t* I);
@@ -77,8 +85,14 @@ class IndexCore {
   virtual void save(const std::string& vectors_path, const std::string& graph_path) const;
 
  protected:
-  virtual void insert_slots(std::size_t first, std::size_t n) = 0;
+  virtual void insert_slots(const std::vector<std::uint32_t>& slots) = 0;
   virtual void finish_batch() {}
+  // Takes the deleted slots pending release out of the search structure and releases them;
+  // `due` says whether enough are pending to pay for it (the flat index releases at once).
+  virtual void release_deleted(bool due) = 0;
+  // Release once this share of the slots is deleted and pending: a consolidation walks every
+  // list once, so it runs per 5 % of churn, and slots stay within ~5 % of the live points.
+  static constexpr std::size_t kReleaseEvery = 20;
   virtual void search_validated(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
                                 float* D, std::int64_t* I) = 0;
   // Fused top-k for one query with no slot list (the flat index scans; HNSW traverses).
@@ -100,7 +114,8 @@ class FlatIndexCore final : public IndexCore {
   static std::unique_ptr<FlatIndexCore> load(const std::string& vectors_path, int num_threads);
 
  protected:
-  void insert_slots(std::size_t, std::size_t) override {}
+  void insert_slots(const std::vector<std::uint32_t>&) override {}
+  void release_deleted(bool) override;
   void search_validated(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
                         float* D, std::int64_t* I) override;
   void fused_search_one(const FusedScorer& scorer, const FusedParams& params, const float* q,
@@ -119,8 +134,9 @@ class HnswIndexCore final : public IndexCore {
   void save(const std::string& vectors_path, const std::string& graph_path) const override;
 
  protected:
-  void insert_slots(std::size_t first, std::size_t n) override;
+  void insert_slots(const std::vector<std::uint32_t>& slots) override;
   void finish_batch() override;
+  void release_deleted(bool due) override;
   void search_validated(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
                         float* D, std::int64_t* I) override;
   void fused_search_one(const FusedScorer& scorer, const FusedParams& params, const float* q,

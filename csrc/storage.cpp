@@ -1,5 +1,6 @@
 #include "storage.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <unordered_set>
@@ -22,6 +23,7 @@ void VectorStorage::reserve(std::size_t n_slots) {
   sq_norm_.reserve(n_slots);
   ids_.reserve(n_slots);
   deleted_.reserve(n_slots);
+  released_flag_.reserve(n_slots);
 }
 
 void VectorStorage::check_new_ids(const std::int64_t* ids, std::size_t n) const {
@@ -40,33 +42,85 @@ void VectorStorage::check_new_ids(const std::int64_t* ids, std::size_t n) const 
   }
 }
 
-std::size_t VectorStorage::append(const float* x, std::size_t n, const std::int64_t* ids) {
-  if (slots() + n > UINT32_MAX) throw InvalidArgument("index is full (2^32 - 1 slots)");
-  const std::size_t first = slots();
-  vectors_.insert(vectors_.end(), x, x + n * dim_);
-  ids_.insert(ids_.end(), ids, ids + n);
-  deleted_.resize(first + n, 0);
-  for (std::size_t i = 0; i < n; ++i) {
-    slot_of_id_.emplace(ids[i], static_cast<std::uint32_t>(first + i));
-    if (ids[i] >= id_high_water_) id_high_water_ = ids[i] == INT64_MAX ? INT64_MAX : ids[i] + 1;
-  }
-  live_ += n;
-  compute_factors(first);
-  return first;
+std::vector<std::uint32_t> VectorStorage::plan(std::size_t n, bool reuse) const {
+  const std::size_t reused = reuse ? std::min(n, released_.size()) : 0;
+  if (slots() + (n - reused) > UINT32_MAX) throw InvalidArgument("index is full (2^32 - 1 slots)");
+  std::vector<std::uint32_t> out(released_.begin(), released_.begin() + reused);
+  for (std::size_t i = 0; i < n - reused; ++i)
+    out.push_back(static_cast<std::uint32_t>(slots() + i));
+  return out;
 }
 
-void VectorStorage::compute_factors(std::size_t first_slot) {
-  const std::size_t n = slots();
-  rank_factor_.resize(n);
-  factor_.resize(n);
-  sq_norm_.resize(n);
-  for (std::size_t s = first_slot; s < n; ++s) {
-    const double sq = metric::sq_norm_exact(vector(s), dim_);
-    const double a = metric::conformal_factor(sq, curvature_);
-    sq_norm_[s] = sq;
-    factor_[s] = a;
-    rank_factor_[s] = static_cast<float>(a);
+void VectorStorage::check_placement(const std::uint32_t* where, std::size_t n) const {
+  std::size_t next_new = slots();
+  std::unordered_set<std::uint32_t> seen;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t s = where[i];
+    const bool released = s < slots() && released_flag_[s] && next_new == slots();
+    if (!(released || s == next_new) || !seen.insert(s).second)
+      throw InvalidArgument("slot " + std::to_string(s) + " (row " + std::to_string(i) +
+                            ") is neither a released slot nor the next new one");
+    if (s == next_new) {
+      if (next_new >= UINT32_MAX) throw InvalidArgument("index is full (2^32 - 1 slots)");
+      ++next_new;
+    }
   }
+}
+
+void VectorStorage::place(const float* x, std::size_t n, const std::int64_t* ids,
+                          const std::uint32_t* where) {
+  check_placement(where, n);
+  std::size_t total = slots();
+  for (std::size_t i = 0; i < n; ++i)
+    total = std::max<std::size_t>(total, where[i] + std::size_t{1});
+  vectors_.resize(total * dim_);
+  ids_.resize(total);
+  deleted_.resize(total, 0);
+  released_flag_.resize(total, 0);
+  rank_factor_.resize(total);
+  factor_.resize(total);
+  sq_norm_.resize(total);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t slot = where[i];
+    std::copy(x + i * dim_, x + (i + 1) * dim_, vectors_.data() + slot * dim_);
+    ids_[slot] = ids[i];
+    deleted_[slot] = 0;
+    released_flag_[slot] = 0;
+    compute_factors(slot);
+    slot_of_id_.emplace(ids[i], slot);
+    if (ids[i] >= id_high_water_) id_high_water_ = ids[i] == INT64_MAX ? INT64_MAX : ids[i] + 1;
+  }
+  released_.erase(std::remove_if(released_.begin(), released_.end(),
+                                 [&](std::uint32_t s) { return !released_flag_[s]; }),
+                  released_.end());
+  live_ += n;
+}
+
+std::vector<std::uint32_t> VectorStorage::unreleased_deleted() const {
+  std::vector<std::uint32_t> out;
+  for (std::size_t s = 0; s < slots(); ++s)
+    if (deleted_[s] && !released_flag_[s]) out.push_back(static_cast<std::uint32_t>(s));
+  return out;
+}
+
+void VectorStorage::release(const std::vector<std::uint32_t>& slots_to_release) {
+  for (const std::uint32_t s : slots_to_release)
+    if (s >= slots() || !deleted_[s])
+      throw InvalidArgument("slot " + std::to_string(s) + " is live or out of range");
+  for (const std::uint32_t s : slots_to_release) {
+    if (released_flag_[s]) continue;
+    released_flag_[s] = 1;
+    released_.push_back(s);
+  }
+  std::sort(released_.begin(), released_.end());
+}
+
+void VectorStorage::compute_factors(std::size_t slot) {
+  const double sq = metric::sq_norm_exact(vector(slot), dim_);
+  const double a = metric::conformal_factor(sq, curvature_);
+  sq_norm_[slot] = sq;
+  factor_[slot] = a;
+  rank_factor_[slot] = static_cast<float>(a);
 }
 
 std::int64_t VectorStorage::find(std::int64_t id) const {
@@ -106,7 +160,11 @@ VectorStorage VectorStorage::restore(std::size_t dim, double curvature, std::vec
     ++s.live_;
   }
   s.id_high_water_ = id_high_water;
-  s.compute_factors(0);
+  s.released_flag_.assign(n, 0);  // deleted slots are released again by the next consolidation
+  s.rank_factor_.resize(n);
+  s.factor_.resize(n);
+  s.sq_norm_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) s.compute_factors(i);
   return s;
 }
 

@@ -29,8 +29,21 @@ class VectorStorage {
   // within `ids`, or already live in the storage.
   void check_new_ids(const std::int64_t* ids, std::size_t n) const;
 
-  // Appends n validated rows with fresh ids (see check_new_ids) and returns the first new slot.
-  std::size_t append(const float* x, std::size_t n, const std::int64_t* ids);
+  // Slots for n new rows: released slots, lowest first (when reuse), then new slots at the end.
+  std::vector<std::uint32_t> plan(std::size_t n, bool reuse) const;
+  // Throws InvalidArgument unless `where` (n slots) are distinct released slots followed by
+  // the next new slots in order (as plan() gives them).
+  void check_placement(const std::uint32_t* where, std::size_t n) const;
+  // Writes n validated rows with fresh ids (see check_new_ids) into checked slots `where`.
+  void place(const float* x, std::size_t n, const std::int64_t* ids, const std::uint32_t* where);
+  // Deleted slots not released yet: still waypoints of a search structure.
+  std::size_t pending_release() const { return slots() - live_ - released_.size(); }
+  // The deleted slots not released yet, ascending.
+  std::vector<std::uint32_t> unreleased_deleted() const;
+  // Marks deleted slots as released: nothing links to them any more, and place() may reuse
+  // them. Throws InvalidArgument for a slot that is live.
+  void release(const std::vector<std::uint32_t>& slots);
+  bool is_released(std::size_t slot) const { return released_flag_[slot] != 0; }
 
   const float* vector(std::size_t slot) const { return vectors_.data() + slot * dim_; }
   const float* vectors() const { return vectors_.data(); }
@@ -58,7 +71,7 @@ class VectorStorage {
                                std::int64_t id_high_water);
 
  private:
-  void compute_factors(std::size_t first_slot);
+  void compute_factors(std::size_t slot);
 
   std::size_t dim_;
   double curvature_;
@@ -68,6 +81,8 @@ class VectorStorage {
   std::vector<double> sq_norm_;
   std::vector<std::int64_t> ids_;
   std::vector<std::uint8_t> deleted_;
+  std::vector<std::uint8_t> released_flag_;  // per slot: deleted and released (reusable)
+  std::vector<std::uint32_t> released_;      // the released slots, ascending
   std::unordered_map<std::int64_t, std::uint32_t> slot_of_id_;  // live ids only
   std::size_t live_ = 0;
   std::int64_t id_high_water_ = 0;

@@ -175,6 +175,65 @@ class ColumnStore:
         self._meta = meta
         self._n = end
 
+    def place(
+        self,
+        slots: NDArray[np.uint32],
+        ids: NDArray[np.int64],
+        t: NDArray[np.int64],
+        valid_from: NDArray[np.int64],
+        valid_until: NDArray[np.int64],
+        metadata: pa.Table | None,
+    ) -> tuple[Any, ...]:
+        """Writes validated rows at ``slots``: rows of removed points (< len) are overwritten, the
+        rest must be the next rows in order and are appended. Returns what :meth:`undo` needs
+        to put everything back (the core may still refuse the rows)."""
+        m = ids.shape[0]
+        if slots.shape[0] != m:
+            raise ValueError(f"{slots.shape[0]} slots for {m} rows")
+        n_before, meta_before = self._n, self._meta
+        reused = np.flatnonzero(slots < n_before)
+        fresh = np.flatnonzero(slots >= n_before)
+        if not np.array_equal(slots[fresh], np.arange(n_before, n_before + fresh.shape[0])):
+            raise ValueError("new rows must follow the existing ones in order")
+        at = slots[reused].astype(np.int64)
+        saved = tuple(a[at].copy() for a in self._arrays())
+        sub = metadata.take(pa.array(fresh)) if metadata is not None else None
+        self.append(ids[fresh], t[fresh], valid_from[fresh], valid_until[fresh], sub)
+        if reused.shape[0]:
+            for a, v in zip(self._arrays(), (ids, t, valid_from, valid_until)):
+                a[at] = v[reused]
+            self._access[at] = 0
+            if metadata is not None or self._meta is not None:
+                self._meta = self._overwritten_metadata(at, reused, metadata, m)
+            self._buckets = None  # times changed in place: the time order is rebuilt
+        return (n_before, meta_before, at, saved)
+
+    def undo(self, token: tuple[Any, ...]) -> None:
+        """Puts back what :meth:`place` changed."""
+        n_before, meta_before, at, saved = token
+        for a, v in zip(self._arrays(), saved):
+            a[at] = v
+        self.truncate(n_before)
+        self._meta = meta_before
+        self._buckets = None
+
+    def _arrays(self) -> tuple[NDArray[Any], ...]:
+        return (self._ids, self._t, self._valid_from, self._valid_until, self._access)
+
+    def _overwritten_metadata(
+        self, at: NDArray[np.int64], reused: NDArray[np.int64], metadata: pa.Table | None, m: int
+    ) -> pa.Table:
+        """The metadata with rows ``at`` replaced by rows ``reused`` of the batch's metadata."""
+        base = self._meta if self._meta is not None else _null_table(metadata.schema, self._n)
+        batch = metadata if metadata is not None else _null_table(base.schema, m)
+        try:
+            both = pa.concat_tables([base, batch.take(pa.array(reused))], promote_options="default")
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise ValueError(f"metadata does not match the existing columns: {exc}") from None
+        order = np.arange(self._n, dtype=np.int64)
+        order[at] = self._n + np.arange(at.shape[0])
+        return both.take(pa.array(order))
+
     def truncate(self, n: int) -> None:
         """Drops rows from n on (undoes an append the core then refused)."""
         if n < self._n:

@@ -52,6 +52,11 @@ class _IndexBase:
     # search_scored's time pass scans at most this many rows per query (the recent buckets that
     # can still beat the k-th score when time dominates); beyond it the graph walk's result stands.
     time_scan_rows: int = 8192
+    # Removed points' slots are reused by later adds (once they have left the graph), so an
+    # index under add/remove churn keeps its size. False: new points always get new slots, so
+    # ids given as 0, 1, 2, ... stay equal to their rows in :attr:`columns` (the graph is
+    # repaired around removed points either way).
+    reuse_slots: bool = True
 
     def __init__(self) -> None:
         # Adds and removals from several Python threads run one at a time (the core would
@@ -168,13 +173,17 @@ class _IndexBase:
         # come out again if the core refuses the chunk.
         for start in range(0, n, self._add_chunk):
             end = min(n, start + self._add_chunk)
-            rows = len(self._columns)
             chunk_meta = meta.slice(start, end - start) if meta is not None else None
-            self._columns.append(ids[start:end], t_us[start:end], vf[start:end], vu[start:end], chunk_meta)
+            # The slots this chunk will take (removed points' slots first, see reuse_slots):
+            # their column rows are written before the core sees the points.
+            slots = self._core.plan_slots(end - start, bool(self.reuse_slots))
+            undo = self._columns.place(
+                slots, ids[start:end], t_us[start:end], vf[start:end], vu[start:end], chunk_meta
+            )
             try:
-                self._core.add(arr[start:end], ids[start:end])
+                self._core.add(arr[start:end], ids[start:end], slots)
             except BaseException:
-                self._columns.truncate(rows)
+                self._columns.undo(undo)
                 raise
 
     def remove_ids(self, ids: ArrayLike) -> int:

@@ -615,6 +615,7 @@ class Memory(MemoryViews, MemoryJournal):
         )  # fmt: skip
         fresh.ef_search = self._index.ef_search
         fresh.filter_scan_fraction = self._index.filter_scan_fraction
+        fresh.reuse_slots = self._index.reuse_slots
         if live:
             vecs = np.stack([self._index.reconstruct(r) for r in live])
             meta = cols.metadata.take(pa.array(idx)) if cols.metadata is not None else None
@@ -633,6 +634,9 @@ class Memory(MemoryViews, MemoryJournal):
         # is slow: on 100k changelog items an exact scan of the allowed rows was faster up to a
         # quarter of the rows (benchmarks/BENCHMARKS.md, "Memory"); hierarchies cross at 5 %.
         self._index.filter_scan_fraction = 0.25
+        # A memory's row is its index id and its slot (the log names rows): removed memories
+        # leave the graph, and compaction, not slot reuse, bounds the rows.
+        self._index.reuse_slots = False
 
 
 def _fit_budget(results: list[Result], budget: int, counter: Callable[[str], int]) -> list[Result]:
