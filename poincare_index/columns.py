@@ -208,6 +208,24 @@ class ColumnStore:
             self._buckets = None  # times changed in place: the time order is rebuilt
         return (n_before, meta_before, at, saved)
 
+    def metadata_with_row(self, row: int, metadata: pa.Table | None) -> pa.Table | None:
+        """The metadata with row ``row`` replaced by ``metadata`` (one row; None: all null),
+        without changing anything; ValueError when the types do not match."""
+        if metadata is None and self._meta is None:
+            return None
+        return self._overwritten_metadata(
+            np.array([row], dtype=np.int64), np.zeros(1, dtype=np.int64), metadata, 1
+        )
+
+    def set_row(
+        self, row: int, t: int, valid_from: int, valid_until: int, metadata: pa.Table | None
+    ) -> None:
+        """Replaces one row's times in place and the metadata by ``metadata`` (from
+        :meth:`metadata_with_row`); the row's id and access count stay."""
+        self._t[row], self._valid_from[row], self._valid_until[row] = t, valid_from, valid_until
+        self._meta = metadata
+        self._buckets = None
+
     def undo(self, token: tuple[Any, ...]) -> None:
         """Puts back what :meth:`place` changed."""
         n_before, meta_before, at, saved = token

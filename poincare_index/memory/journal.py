@@ -144,6 +144,12 @@ class MemoryJournal:
                 )
             if op == "update":
                 self._apply_delete([int(header["old"])], forget_id=False)
+        elif op == "set":
+            batch = batch_from_json(header)
+            row = int(header["row"])
+            if len(batch) != 1 or not 0 <= row < len(self._mids) or self._mids[row] != batch.ids[0]:
+                raise IndexFormatError(f"{self._ns.dir}: a log record updates a row it does not hold")
+            self._apply_set(row, batch, self._row_metadata(row, batch))
         elif op == "delete":
             self._apply_delete([int(r) for r in header["rows"]])
         elif op == "invalidate":

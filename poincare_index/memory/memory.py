@@ -272,12 +272,17 @@ class Memory(MemoryViews, MemoryJournal):
                 [old.valid_until if valid_until is _UNSET else valid_until],
                 [meta], _time.now_micros(),
             )  # fmt: skip
+            if vector is None and new_text == old.text:
+                # Times and metadata only: changed in place, logged first (as invalidate is);
+                # the graph is not touched (re-adding the same vector churned it).
+                new_meta = self._row_metadata(row, batch)  # a type clash fails before the log
+                self._log({"op": "set", "row": row, **batch_json(batch)})
+                self._apply_set(row, batch, new_meta)
+                return
             if vector is not None:
                 vecs = np.asarray(vector, dtype=np.float64).reshape(1, -1)
-            elif text is not None and text != old.text:
-                vecs = embed_checked(self._config.embedder, [new_text])
             else:
-                vecs = self._index.reconstruct(row).reshape(1, -1)
+                vecs = embed_checked(self._config.embedder, [new_text])
             new_rows = self._apply_add(batch, vecs, access=[old.access_count])  # row_of[id] -> new row
             record = {
                 "op": "update",
@@ -564,6 +569,15 @@ class Memory(MemoryViews, MemoryJournal):
                 del self._row_of[mid]
             self._mids[row] = None
             self._texts[row] = None
+        self._version += 1
+
+    def _row_metadata(self, row: int, batch: Batch) -> pa.Table | None:
+        return self._index._columns.metadata_with_row(row, metadata_columns(batch.metadata))
+
+    def _apply_set(self, row: int, batch: Batch, metadata: pa.Table | None) -> None:
+        self._index._columns.set_row(
+            row, int(batch.t[0]), int(batch.valid_from[0]), int(batch.valid_until[0]), metadata
+        )
         self._version += 1
 
     def _apply_invalidate(self, row: int, until_us: int) -> None:
