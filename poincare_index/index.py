@@ -189,7 +189,10 @@ class _IndexBase:
     def remove_ids(self, ids: ArrayLike) -> int:
         """Remove the given ids; unknown ids are ignored (as in FAISS). Returns how many were removed.
 
-        Removed points are never returned again; in the HNSW graph they stay as waypoints.
+        Removed points are never returned again. In the HNSW graph they stay as waypoints until
+        5 % of the slots are removed; the next add then re-links their neighbours around them
+        and reuses their slots (see ``reuse_slots``), so churn neither grows the index nor wears
+        down the graph. Rows of :attr:`columns` follow the slots: a reused row shows its new point.
         """
         id_arr = as_ids(ids)
         with self._write_lock:
