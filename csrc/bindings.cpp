@@ -129,7 +129,8 @@ void bind_common(py::class_<Core>& cls) {
               std::optional<ByteArray> allowed, std::optional<SlotArray> allowed_slots, bool touch,
               std::optional<SlotArray> bucket_order, std::optional<Int64Array> bucket_starts,
               std::optional<Int64Array> bucket_t_min, std::optional<Int64Array> bucket_t_max,
-              std::optional<UInt32Array> bucket_max_access, std::size_t scan_budget) {
+              std::optional<UInt32Array> bucket_max_access, std::size_t scan_budget,
+              std::optional<Int64Array> expected_ids) {
              const std::size_t nq = rows_of(q, self.dim(), "query");
              typename Core::ScoredQuery sq;
              sq.params.depth_bias = depth_bias;
@@ -153,6 +154,10 @@ void bind_common(py::class_<Core>& cls) {
                sq.n_allowed_slots = length_of(*allowed_slots);
              }
              sq.touch = touch;
+             if (expected_ids) {
+               sq.params.expected_ids = expected_ids->data();
+               sq.params.n_expected_ids = length_of(*expected_ids);
+             }
              if (bucket_order) {
                if (!bucket_starts || !bucket_t_min || !bucket_t_max || !bucket_max_access)
                  throw InvalidArgument("time buckets need all five arrays");

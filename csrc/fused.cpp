@@ -51,7 +51,9 @@ FusedScorer::FusedScorer(const VectorStorage& storage, const FusedParams& params
 
 bool FusedScorer::eligible(std::uint32_t slot) const {
   return slot < params_.eligible_slots && !storage_.is_deleted(slot) &&
-         (params_.allowed == nullptr || params_.allowed[slot] != 0);
+         (params_.allowed == nullptr || params_.allowed[slot] != 0) &&
+         (params_.expected_ids == nullptr ||
+          (slot < params_.n_expected_ids && params_.expected_ids[slot] == storage_.id(slot)));
 }
 
 double FusedScorer::depth_of(std::uint32_t slot) const {

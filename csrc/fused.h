@@ -35,6 +35,11 @@ struct FusedParams {
   // the columns / built its mask (a concurrent add), which the search must not read.
   std::size_t eligible_slots = static_cast<std::size_t>(-1);
   TimeBuckets buckets;  // n_buckets == 0: no time pass
+  // The ids the caller saw per slot when it built `allowed` (null: not checked): a slot whose
+  // point was replaced since (a later add reused it) is not returned, so a mask never lets
+  // through a point it was not computed for.
+  const std::int64_t* expected_ids = nullptr;
+  std::size_t n_expected_ids = 0;
 
   // True when a node at distance d can score at most -(1 - beta) d + beta depth(q): tau >= 0,
   // beta < 1 (log w <= 0, depth(x) <= depth(q) + d). Otherwise only an exact scan is sound.

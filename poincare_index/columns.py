@@ -217,9 +217,7 @@ class ColumnStore:
             np.array([row], dtype=np.int64), np.zeros(1, dtype=np.int64), metadata, 1
         )
 
-    def set_row(
-        self, row: int, t: int, valid_from: int, valid_until: int, metadata: pa.Table | None
-    ) -> None:
+    def set_row(self, row: int, t: int, valid_from: int, valid_until: int, metadata: pa.Table | None) -> None:
         """Replaces one row's times in place and the metadata by ``metadata`` (from
         :meth:`metadata_with_row`); the row's id and access count stay."""
         self._t[row], self._valid_from[row], self._valid_until[row] = t, valid_from, valid_until
@@ -328,6 +326,10 @@ class ColumnStore:
             for name in self._meta.column_names:
                 table = table.append_column(name, self._meta.column(name))
         return table
+
+    def ids_snapshot(self) -> NDArray[np.int64]:
+        """A copy of the id per row, now."""
+        return self._ids[: self._n].copy()
 
     @property
     def metadata(self) -> pa.Table | None:

@@ -40,19 +40,23 @@ class ScoredResults:
 
 def allowed_rows(
     index: _IndexBase, filters: Any
-) -> tuple[NDArray[np.uint8] | None, NDArray[np.uint32] | None]:
-    """(mask for the traversal, or slots for an exact scan) of a filter; (None, None) for none.
+) -> tuple[NDArray[np.uint8] | None, NDArray[np.uint32] | None, NDArray[np.int64] | None]:
+    """(mask for the traversal, or slots for an exact scan, and the ids per slot the filter was
+    evaluated for) of a filter; all None for none.
 
     Below ``index.filter_scan_fraction`` of the rows allowed, the allowed slots are scanned
-    exactly: a graph walk would visit many disallowed nodes per returnable one.
+    exactly: a graph walk would visit many disallowed nodes per returnable one. The ids are
+    read before the filter: a slot an add reuses meanwhile holds another id, and the core does
+    not return it (the mask was not computed for that point).
     """
     if filters is None:
-        return None, None
+        return None, None, None
+    ids = index._columns.ids_snapshot()
     mask = compile_filter(filters, index._columns.table())
     allowed = int(mask.sum())
     if allowed <= index.filter_scan_fraction * mask.shape[0] or index.kind == "flat":
-        return None, np.flatnonzero(mask).astype(np.uint32)
-    return mask.view(np.uint8), None
+        return None, np.flatnonzero(mask).astype(np.uint32), ids
+    return mask.view(np.uint8), None, ids
 
 
 def run_scored(
@@ -79,7 +83,7 @@ def run_scored(
     fw = check_future_weight(future_weight)
     if not isinstance(touch, (bool, np.bool_)):
         raise TypeError(f"touch must be True or False, got {type(touch).__name__}")
-    mask, slots = allowed_rows(index, filters)
+    mask, slots, expected_ids = allowed_rows(index, filters)
     columns = index._columns
     buckets: tuple[Any, ...] = (None, None, None, None, None)
     if index.kind == "hnsw" and decay is not None and time_coef > 0 and slots is None:
@@ -94,6 +98,7 @@ def run_scored(
         ids, scores, dist, depths, logw = index._core.search_scored(
             arr, k, ef, depth_bias, time_coef, terms, at_us, fw,
             t, valid_from, valid_until, access, mask, slots, bool(touch), *buckets, budget,
+            expected_ids,
         )  # fmt: skip
     with np.errstate(under="ignore"):
         weights = np.exp(logw)

@@ -4,6 +4,7 @@ nobody touched stay as findable as in a fresh build."""
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from reference import brute_force
 
@@ -112,3 +113,29 @@ def test_a_refused_add_into_reused_slots_changes_nothing():
     assert index.columns.equals(before)
     index.add_with_ids(x[:10], np.arange(500, 510))  # and the slots are still free to use
     assert index.ntotal == 60
+
+
+def test_a_filter_mask_never_lets_through_a_point_that_replaced_its_row(monkeypatch):
+    """A filtered search builds its mask from the columns, then searches; an add that reuses a
+    slot in between puts another point in a masked row. The core returns a row only if it still
+    holds the id the mask was computed for (here the stale view is forced)."""
+    from poincare_index.columns import ColumnStore
+
+    x = one_depth(120, 8, seed=5)
+    index = pi.PoincareIndex(8)
+    index.add(x, metadata={"tag": ["keep"] * 60 + ["drop"] * 60})
+    stale = index._columns.ids_snapshot()
+    index.remove_ids(np.arange(60))  # 50 % of the slots: released at the next add
+    index.add_with_ids(x[:60], np.arange(1000, 1060), metadata={"tag": ["drop"] * 60})
+    reused = np.flatnonzero(index.columns.column("id").to_numpy() >= 1000)
+    assert len(reused) == 60 and reused.max() < 60  # the "keep" rows now hold "drop" points
+    monkeypatch.setattr(ColumnStore, "ids_snapshot", lambda self: stale)
+    real_table = ColumnStore.table
+    before = real_table(index._columns).set_column(
+        5, "tag", pa.array(["keep"] * 60 + ["drop"] * 60)
+    )  # the table as the mask saw it before the add
+    monkeypatch.setattr(ColumnStore, "table", lambda self: before)
+    for _ in range(2):  # a walk with a mask, then an exact scan of allowed slots
+        r = index.search_scored(x[:60], 5, filters={"tag": "keep"}, ef=64)
+        assert not np.isin(r.ids, np.arange(1000, 1060)).any()
+        index.filter_scan_fraction = 1.0
