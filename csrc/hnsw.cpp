@@ -163,8 +163,8 @@ void HnswGraph::add_level0_l2_candidates(const VectorStorage& storage, const flo
   auto& saved = scratch.selection;
   saved.assign(scratch.results.begin(), scratch.results.end());
   scratch.pruned.clear();
-  // The Euclidean walk resumes from what the first walk scored (its marks stay), so nodes it
-  // finds that the first walk had not kept are exactly those it scores anew or re-ranks.
+  // The Euclidean walk resumes from what the first walk scored (its marks stay, so only nodes
+  // it reaches anew cost a distance); what it keeps joins the candidates once per slot.
   hnsw_detail::resume_in_l2_order(scratch, ef, [](std::uint32_t) { return true; });
   beam_concurrent(storage, x, 0, ef, scratch, [](std::uint32_t, float l2) { return l2; });
   std::sort(saved.begin(), saved.end(),
@@ -462,7 +462,8 @@ void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t
   if (hub_dominated(storage, out, a_q)) {
     // The beam ended among hubs: walk on in Euclidean order for the query's own depth (see
     // kHubRatio), and keep the ef best of both beams by rank. The second walk keeps the first
-    // one's marks, so a node is in at most one of the two result sets.
+    // one's marks and starts from what it scored, so only new nodes cost a distance; both
+    // result sets can hold a node, so one entry per slot is kept.
     hnsw_detail::resume_in_l2_order(scratch, ef, [&](std::uint32_t n) { return !deleted[n]; });
     beam_level0(storage, q, ef, scratch, [](std::uint32_t, float l2) { return l2; });
     for (const Candidate& c : scratch.results)
