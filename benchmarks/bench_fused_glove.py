@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 
 import datasets as ds
 import numpy as np
+from bench_temporal import timed
 
 import poincare_index as pi
 
@@ -53,15 +54,6 @@ class Result:
 
 def recall(found: np.ndarray, truth: np.ndarray) -> float:
     return sum(len(set(a) & set(b) - {-1}) for a, b in zip(found.tolist(), truth.tolist())) / truth.size
-
-
-def best_time(fn, repeats: int) -> tuple[float, object]:
-    best, out = float("inf"), None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     index.num_threads = 1
     _, plain_truth = exact.search(queries, args.k)
     for ef in efs:
-        sec, (_, ids) = best_time(lambda ef=ef: index.search(queries, args.k, ef=ef), args.repeats)
+        sec, (_, ids) = timed(lambda ef=ef: index.search(queries, args.k, ef=ef), args.repeats)
         result.rows.append(
             Row(
                 "plain",
@@ -115,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     ):
         truth = exact.search_scored(queries, args.k, decay=decay, at_time=NOW).ids
         for ef in efs:
-            sec, r = best_time(
+            sec, r = timed(
                 lambda ef=ef, decay=decay: index.search_scored(
                     queries, args.k, ef=ef, decay=decay, at_time=NOW
                 ),
