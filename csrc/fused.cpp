@@ -145,7 +145,6 @@ class Collector {
     return true;
   }
   static double slack(double kth) { return 1e-4 * (1.0 + std::fabs(kth)); }
-  float limit() const { return limit_; }
   double kth() const { return top_.size() >= k_ ? top_.front().first : kNegInf; }
   void finish(std::vector<ScoredHit>& out) const {
     const double kth = top_.size() >= k_ ? top_.front().first : kNegInf;

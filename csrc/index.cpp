@@ -71,8 +71,7 @@ void IndexCore::add(const float* x, std::size_t n, const std::int64_t* ids,
   validate_points(x, n, "x");
   std::unique_lock<std::shared_mutex> g(rw_);
   storage_.check_new_ids(ids, n);
-  storage_.check_placement(slots, n);
-  storage_.place(x, n, ids, slots);
+  storage_.place(x, n, ids, slots);  // checks the slots first
   insert_slots(std::vector<std::uint32_t>(slots, slots + n));
   finish_batch();
 }

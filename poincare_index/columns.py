@@ -196,17 +196,23 @@ class ColumnStore:
         if not np.array_equal(slots[fresh], np.arange(n_before, n_before + fresh.shape[0])):
             raise ValueError("new rows must follow the existing ones in order")
         at = slots[reused].astype(np.int64)
-        saved = tuple(a[at].copy() for a in self._arrays())
+        token = (n_before, meta_before, at, tuple(a[at].copy() for a in self._arrays()))
         sub = metadata.take(pa.array(fresh)) if metadata is not None else None
         self.append(ids[fresh], t[fresh], valid_from[fresh], valid_until[fresh], sub)
         if reused.shape[0]:
+            try:
+                meta = self._meta
+                if metadata is not None or meta is not None:
+                    meta = self._overwritten_metadata(at, reused, metadata, m)  # may refuse
+            except BaseException:
+                self.undo(token)
+                raise
             for a, v in zip(self._arrays(), (ids, t, valid_from, valid_until)):
                 a[at] = v[reused]
             self._access[at] = 0
-            if metadata is not None or self._meta is not None:
-                self._meta = self._overwritten_metadata(at, reused, metadata, m)
+            self._meta = meta
             self._buckets = None  # times changed in place: the time order is rebuilt
-        return (n_before, meta_before, at, saved)
+        return token
 
     def metadata_with_row(self, row: int, metadata: pa.Table | None) -> pa.Table | None:
         """The metadata with row ``row`` replaced by ``metadata`` (one row; None: all null),

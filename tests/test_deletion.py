@@ -139,3 +139,15 @@ def test_a_filter_mask_never_lets_through_a_point_that_replaced_its_row(monkeypa
         r = index.search_scored(x[:60], 5, filters={"tag": "keep"}, ef=64)
         assert not np.isin(r.ids, np.arange(1000, 1060)).any()
         index.filter_scan_fraction = 1.0
+
+
+def test_metadata_of_the_wrong_type_into_reused_slots_changes_nothing():
+    x = one_depth(100, 8, seed=6)
+    index = pi.PoincareIndex(8)
+    index.add(x, metadata={"n": list(range(100))})
+    index.remove_ids(np.arange(50))
+    index.add(x[:1])  # releases the removed slots (one of them is reused here)
+    before = index.columns
+    with pytest.raises(ValueError, match="metadata"):
+        index.add_with_ids(x[1:5], np.arange(900, 904), metadata={"n": ["a", "b", "c", "d"]})
+    assert index.columns.equals(before) and index.ntotal == 51
