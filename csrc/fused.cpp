@@ -281,8 +281,8 @@ void time_seed(const FusedScorer& scorer, const VectorStorage& storage, const fl
 // that cannot score can still lead to one that can. (Stopping the walk at the limit made it a
 // beam of width k: recall@10 0.74 on text embeddings at any ef, where the plain walk at ef=128
 // reads 0.996.) So at equal ef the fused walk visits what the plain walk visits, and with a
-// flat time term it is the plain walk. The first walk (by_l2 false) starts at `entry` in rank
-// order and records what it scores; the second (by_l2) resumes from that in Euclidean order.
+// flat time term it is the plain walk. by_l2: the walk is ordered by |q - x|^2 instead (the
+// second walk, from the first one's nearest node, see HnswGraph::kHubRatio).
 void walk_level0(const HnswGraph& graph, const VectorStorage& storage, const FusedScorer& scorer,
                  const float* q, std::uint32_t entry, std::size_t ef, bool by_l2,
                  SearchScratch& scratch, Collector& collector) {
@@ -298,7 +298,6 @@ void walk_level0(const HnswGraph& graph, const VectorStorage& storage, const Fus
     scratch.mark(n);
     const float r = l2 * storage.rank_factor(n);
     const float key = by_l2 ? l2 : r;
-    if (!by_l2) scratch.walked.push_back({l2, n});
     const bool eligible = scorer.eligible(n);
     if (eligible && scratch.first_score(n)) collector.offer(n, r);
     if (!(beam.size() < ef || key < beam.front().first)) return;
@@ -315,13 +314,8 @@ void walk_level0(const HnswGraph& graph, const VectorStorage& storage, const Fus
       beam.pop_back();
     }
   };
-  if (by_l2) {
-    hnsw_detail::resume_in_l2_order(scratch, ef,
-                                    [&](std::uint32_t n) { return scorer.eligible(n); });
-  } else {
-    scratch.begin(storage.slots());
-    visit(entry, metric::kernels().l2sq(q, storage.vector(entry), storage.dim()));
-  }
+  scratch.begin(storage.slots());
+  visit(entry, metric::kernels().l2sq(q, storage.vector(entry), storage.dim()));
   while (!frontier.empty()) {
     const Candidate c = frontier.front();
     if (beam.size() >= ef && -c.first > beam.front().first) break;
@@ -356,11 +350,14 @@ void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
   Collector collector(scorer, k);
   time_seed(scorer, storage, q, scratch, collector, k);
   walk_level0(graph, storage, scorer, q, cur, ef, false, scratch, collector);
-  // As in the plain search: a walk that ended among hubs walks on in Euclidean order for the
-  // points at the query's own depth (HnswGraph::kHubRatio).
+  // As in the plain search: a walk that ended among hubs walks again in Euclidean order from
+  // the nearest of them, for the points at the query's own depth (HnswGraph::kHubRatio).
   const auto a_q = static_cast<float>(scorer.query_factor());
-  if (HnswGraph::hub_dominated(storage, scratch.results, a_q))
-    walk_level0(graph, storage, scorer, q, cur, ef, true, scratch, collector);
+  if (HnswGraph::hub_dominated(storage, scratch.results, a_q)) {
+    const std::uint32_t start =
+        std::min_element(scratch.results.begin(), scratch.results.end())->second;
+    walk_level0(graph, storage, scorer, q, start, ef, true, scratch, collector);
+  }
   time_pass(scorer, storage, q, scratch, collector);
   collector.finish(out);
 }

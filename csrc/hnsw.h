@@ -103,9 +103,9 @@ class HnswGraph {
   static constexpr float kCoverRatio = 2.0f;
   // The same crowd is invisible to a beam in rank order: a point's nearest node at its own
   // depth ranks ~450th among its nearest on such a tree (20k points, 16-d), behind hubs whose
-  // lists cannot hold it. When every node a beam kept is such a hub (a(n) kHubRatio < a(q)),
-  // a second beam in Euclidean order (the rank order among points of equal depth) looks for
-  // the query's own depth, in construction and in search.
+  // lists cannot hold it. When the nearest node a beam kept is such a hub (a(n) kHubRatio < a(q)),
+  // a second beam in Euclidean order (the rank order among points of equal depth) starts from
+  // that hub and looks for the query's own depth, in construction and in search.
   static constexpr float kHubRatio = 2.0f;
   static constexpr std::size_t kRepairBackups = 8;
   static std::size_t level0_stride_for(int M) {
@@ -166,8 +166,8 @@ class HnswGraph {
   void beam_level0(const VectorStorage& storage, const float* q, std::size_t ef,
                    SearchScratch& scratch, const Order& order) const;
   // Adds to scratch.results (the ef nearest of x on level 0, from search_layer_concurrent) the
-  // ef nearest by |x - n|^2 that a second beam in Euclidean order finds, resuming from what the
-  // first one scored, with their rank quantities.
+  // ef nearest by |x - n|^2 that a second beam in Euclidean order finds from the nearest of
+  // them, with their rank quantities.
   void add_level0_l2_candidates(const VectorStorage& storage, const float* x, float ax,
                                 std::size_t ef, SearchScratch& scratch);
 

@@ -73,25 +73,16 @@ inline void expand(const std::uint32_t* links, std::size_t count, const float* q
   for (; j < n_fresh; ++j) visit(fresh[j], kernels.l2sq(q, storage.vector(fresh[j]), dim));
 }
 
-// Turns a finished level-0 walk into the start of a walk in Euclidean order that keeps its
-// visited marks: frontier and results become the nodes nearest to q by |q - x|^2 among those the
-// walk recorded in scratch.walked (results: at most ef of them, only those keep(n) admits), so the
-// second walk scores only nodes the first did not reach.
+// Starts a fresh level-0 beam in Euclidean order at `start` (new visited marks): frontier and
+// results hold it alone, with its |q - start|^2 (results only when keep(start)).
 template <typename Keep>
-inline void resume_in_l2_order(SearchScratch& scratch, std::size_t ef, Keep&& keep) {
-  auto& walked = scratch.walked;
-  const std::size_t m = std::min(walked.size(), 2 * ef);
-  std::partial_sort(walked.begin(), walked.begin() + static_cast<std::ptrdiff_t>(m), walked.end());
-  scratch.frontier.clear();
-  scratch.results.clear();
-  for (std::size_t i = 0; i < m; ++i) {
-    const Candidate c = walked[i];
-    if (scratch.results.size() >= ef) break;
-    scratch.frontier.push_back({-c.first, c.second});
-    if (keep(c.second)) scratch.results.push_back(c);
-  }
-  std::make_heap(scratch.frontier.begin(), scratch.frontier.end());
-  std::make_heap(scratch.results.begin(), scratch.results.end());
+inline void start_l2_beam(SearchScratch& scratch, std::size_t n_slots, const float* q,
+                          const VectorStorage& storage, std::uint32_t start, Keep&& keep) {
+  scratch.begin(n_slots);
+  const float l2 = metric::kernels().l2sq(q, storage.vector(start), storage.dim());
+  scratch.mark(start);
+  scratch.frontier.push_back({-l2, start});
+  if (keep(start)) scratch.results.push_back({l2, start});
 }
 
 }  // namespace poincare::hnsw_detail

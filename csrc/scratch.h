@@ -19,11 +19,8 @@ struct SearchScratch {
   // all marks in O(1) (a full reset only when the 16-bit counter wraps).
   std::vector<std::uint16_t> visited;
   std::uint16_t epoch = 0;
-  std::vector<Candidate> frontier;  // min-heap by rank (stored negated in a max-heap)
-  std::vector<Candidate> results;   // max-heap by rank, at most ef entries
-  // (|q - x|^2, slot) of every node a walk on level 0 scored, when the walk records them: a
-  // second walk in Euclidean order resumes from these instead of scoring them again.
-  std::vector<Candidate> walked;
+  std::vector<Candidate> frontier;   // min-heap by rank (stored negated in a max-heap)
+  std::vector<Candidate> results;    // max-heap by rank, at most ef entries
   std::vector<std::uint32_t> links;  // copy of a link list read under its lock
   std::vector<Candidate> selection;
   std::vector<Candidate> pruned;         // re-selection of a full neighbour list
@@ -39,7 +36,6 @@ struct SearchScratch {
     }
     frontier.clear();
     results.clear();
-    walked.clear();
   }
   bool seen(std::uint32_t slot) const { return visited[slot] == epoch; }
   void mark(std::uint32_t slot) { visited[slot] = epoch; }
