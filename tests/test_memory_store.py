@@ -347,3 +347,64 @@ def test_metadata_updates_do_not_touch_the_graph_and_survive_reopening(tmp_path)
     third = Memory(path=path, decay=HalfLife(hours=24))
     assert third["n0"].metadata == {"k": 7, "round": 4} and third["n3"].metadata["round"] == 4
     third.close()
+
+
+@pytest.mark.parametrize("crash_at", ["rename", "current"])
+def test_a_checkpoint_killed_midway_never_costs_the_live_snapshot(tmp_path, monkeypatch, crash_at):
+    """A checkpoint right after reopening (nothing new: the same sequence number) used to delete
+    the live snapshot directory, which CURRENT names, before renaming the new one into place; a
+    kill in between left a store that would not open. Snapshot names now carry a nonce, so a
+    checkpoint never writes over or deletes what CURRENT names, whichever step it dies at."""
+    import poincare_index.memory.store as store
+
+    path = tmp_path / "store"
+    mem = Memory(path=path)
+    for i in range(30):
+        mem.add(f"memory {i}", id=f"m{i}", t=NOW)
+    mem.checkpoint()
+    mem.close()
+    mem = Memory(path=path)  # reopened: a checkpoint now has the same sequence number
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt  # stands for SIGKILL at this point
+
+    if crash_at == "rename":  # the snapshot directory's own rename, the last step before CURRENT
+        real_replace = os.replace
+        monkeypatch.setattr(
+            store.os,
+            "replace",
+            lambda src, dst: (
+                killed() if os.path.basename(dst).startswith("snap-") else real_replace(src, dst)
+            ),
+        )
+    else:
+        real = store.write_json_atomic
+        monkeypatch.setattr(
+            store, "write_json_atomic", lambda p, doc: killed() if p.name == "CURRENT" else real(p, doc)
+        )
+    with pytest.raises(KeyboardInterrupt):
+        mem.checkpoint()
+    monkeypatch.undo()
+    mem._ns.unlock()  # the killed process's lock goes with it
+    again = Memory(path=path)
+    assert len(again) == 30 and again["m7"].text == "memory 7"
+    again.add("after the crash", id="new", t=NOW)
+    again.checkpoint()  # and the next checkpoint clears what the dead one left behind
+    snaps = [p.name for p in (path / "default").iterdir() if p.name.startswith("snap-")]
+    assert len(snaps) == 1 and not snaps[0].endswith(".tmp")
+    again.close()
+    assert len(Memory(path=path, read_only=True)) == 31
+
+
+@pytest.mark.parametrize("name", ["../../x", "snap-0000000000000001-zz", 5, None])
+def test_current_naming_anything_but_a_snapshot_is_refused(tmp_path, name):
+    from poincare_index.memory.store import write_json_atomic
+
+    path = tmp_path / "store"
+    mem = Memory(path=path)
+    mem.add("one", id="a", t=NOW)
+    mem.checkpoint()
+    mem.close()
+    write_json_atomic(path / "default" / "CURRENT", {"snapshot": name, "seq": 1})
+    with pytest.raises(pi.IndexFormatError, match="CURRENT"):
+        Memory(path=path)

@@ -45,13 +45,13 @@ class MemoryJournal:
 
     def _write_snapshot_and_rotate(self, index: Any, mids: list[str | None], texts: list[str | None]) -> None:
         assert self._ns is not None
-        self._ns.write_snapshot(self._seq, index, mids, texts)
+        snapshot = self._ns.write_snapshot(self._seq, index, mids, texts)
         writer = LogWriter(self._ns.log_path(self._seq + 1), fsync=self._fsync)
         old, self._writer = self._writer, writer
         if old is not None:
             old.close()
         self._since_checkpoint = 0
-        self._ns.remove_stale(self._seq)
+        self._ns.remove_stale(snapshot, self._seq)
 
     def _maybe_checkpoint(self) -> None:
         """After a write (writer lock held): checkpoint when due. A failure here loses nothing

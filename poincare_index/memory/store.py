@@ -4,14 +4,17 @@
                                           decay policy, depth_bias, time_coef, ...; CRC-32 inside
     <path>/<namespace>/LOCK               flock'ed by the one process that opened it for writing
     <path>/<namespace>/CURRENT            names the live snapshot and the last sequence number in it
-    <path>/<namespace>/snap-<seq>/        index/ (a saved PoincareIndex with its Arrow columns),
+    <path>/<namespace>/snap-<seq>-<nonce>/ index/ (a saved PoincareIndex with its Arrow columns),
                                           rows.arrow (memory id and text per row), manifest.json
     <path>/<namespace>/log-<seq>.bin      operations after the snapshot (see log.py)
 
 Opening = the snapshot CURRENT names + every logged operation with a higher sequence number. A
-checkpoint writes a new snapshot directory, switches CURRENT (write beside, fsync, rename, fsync
-the directory), starts a new log and only then deletes the old snapshot and logs: a crash at any
-point leaves a store that opens to every acknowledged operation.
+checkpoint writes a new snapshot directory under a name no other directory has (a random nonce
+after the sequence number, so a checkpoint with nothing new since the last never writes over the
+live snapshot), switches CURRENT (write beside, fsync, rename, fsync the directory), starts a new
+log and only then deletes the snapshots and logs CURRENT no longer needs: nothing CURRENT names
+is ever deleted or replaced, so a crash at any point leaves a store that opens to every
+acknowledged operation.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import errno
 import json
 import os
 import re
+import secrets
 import shutil
 from pathlib import Path
 from typing import Any
@@ -36,7 +40,7 @@ __all__ = ["StoreLockedError", "NamespaceDir", "valid_namespace"]
 CONFIG_FORMAT = "poincare_memory"
 CONFIG_VERSION = 1
 _NAMESPACE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
-_SNAP = re.compile(r"^snap-(\d{16})$")
+_SNAP = re.compile(r"^snap-(\d{16})(?:-[0-9a-f]{8})?$")
 _LOG = re.compile(r"^log-(\d{16})\.bin$")
 
 
@@ -138,15 +142,23 @@ class NamespaceDir:
         if not path.exists():
             return None, 0
         doc = read_json_checked(path, "CURRENT")
-        return doc["snapshot"], int(doc["seq"])
+        name, seq = doc.get("snapshot"), doc.get("seq")
+        # The name becomes a path: only a snapshot directory of this namespace is accepted.
+        m = _SNAP.match(name) if isinstance(name, str) else None
+        if m is None or type(seq) is not int or int(m.group(1)) != seq:
+            raise IndexFormatError(f"{path}: CURRENT names no valid snapshot ({name!r}, seq {seq!r})")
+        return name, seq
 
     def write_snapshot(
         self, seq: int, index: PoincareIndex, mids: list[str | None], texts: list[str | None]
-    ) -> None:
-        name = f"snap-{seq:016d}"
+    ) -> str:
+        """Writes a snapshot under a fresh name and makes CURRENT name it; returns the name."""
+        while True:  # a name no directory has: never the live snapshot, even at the same seq
+            name = f"snap-{seq:016d}-{secrets.token_hex(4)}"
+            if not (self.dir / name).exists() and not (self.dir / (name + ".tmp")).exists():
+                break
         tmp = self.dir / (name + ".tmp")
         final = self.dir / name
-        shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         write_index(index, tmp / "index")
         rows = pa.table({"id": pa.array(mids, pa.string()), "text": pa.array(texts, pa.string())})
@@ -159,10 +171,10 @@ class NamespaceDir:
             tmp / "manifest.json",
             {"seq": seq, "rows": len(mids), "rows_crc32": file_crc32(tmp / "rows.arrow")},
         )
-        shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         _fsync_dir(self.dir)
         write_json_atomic(self.dir / "CURRENT", {"snapshot": name, "seq": seq})
+        return name
 
     def read_snapshot(
         self, name: str, num_threads: int | None
@@ -198,10 +210,10 @@ class NamespaceDir:
     def log_path(self, first_seq: int) -> Path:
         return self.dir / f"log-{first_seq:016d}.bin"
 
-    def remove_stale(self, seq: int) -> None:
-        """Snapshots other than the one for ``seq``, and logs wholly covered by it (called after
-        CURRENT names that snapshot and the log after it exists)."""
-        keep = f"snap-{seq:016d}"
+    def remove_stale(self, keep: str, seq: int) -> None:
+        """Snapshots other than ``keep`` (the one CURRENT names, holding everything up to ``seq``),
+        unfinished ones, and logs wholly covered by it (called after CURRENT names ``keep`` and
+        the log after it exists)."""
         for p in self.dir.iterdir():
             if (_SNAP.match(p.name) and p.name != keep) or p.name.endswith(".tmp"):
                 if p.is_dir():
