@@ -13,6 +13,16 @@ constexpr double kMicrosPerHour = 3.6e9;
 
 bool positive_finite(double v) { return std::isfinite(v) && v > 0.0; }
 
+// (later - earlier) in hours, callers passing later >= earlier. The Python layer only admits
+// times in 1678..2261, whose differences fit an int64; a difference that would not (a time
+// from another caller) is computed in double instead of overflowing.
+double age_hours(std::int64_t later, std::int64_t earlier) {
+  std::int64_t d;
+  if (__builtin_sub_overflow(later, earlier, &d))
+    return (static_cast<double>(later) - static_cast<double>(earlier)) / kMicrosPerHour;
+  return static_cast<double>(d) / kMicrosPerHour;
+}
+
 }  // namespace
 
 DecayProgram::DecayProgram(std::vector<DecayTerm> terms, std::int64_t at_us, double future_weight)
@@ -74,7 +84,7 @@ double DecayProgram::log_weight_of(std::int64_t t, std::int64_t valid_from,
   if (terms_.empty()) return 0.0;
   if (t > at_us_) return log_future_weight_;
   // The difference of two int64 times fits a double exactly up to 2^53 us (285 years).
-  const double dt_hours = static_cast<double>(at_us_ - t) / kMicrosPerHour;
+  const double dt_hours = age_hours(at_us_, t);
   return log_weight_aged(dt_hours, valid_from, valid_until, access_count, false);
 }
 
@@ -93,7 +103,7 @@ double DecayProgram::log_weight_bound(std::int64_t t_min, std::int64_t t_max,
   // Every term decreases with age and increases with accesses: the newest time not after the
   // query time with the most accesses bounds the range (future rows weigh future_weight <= 1).
   const std::int64_t newest = t_max > at_us_ ? at_us_ : t_max;
-  const double dt_hours = static_cast<double>(at_us_ - newest) / kMicrosPerHour;
+  const double dt_hours = age_hours(at_us_, newest);
   const double aged = log_weight_aged(dt_hours, kOpenStart, kOpenEnd, max_access, true);
   return t_max > at_us_ ? std::max(aged, log_future_weight_) : aged;
 }

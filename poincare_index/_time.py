@@ -20,6 +20,29 @@ OPEN_START = np.iinfo(np.int64).min
 OPEN_END = np.iinfo(np.int64).max
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _US_PER_HOUR = 3_600_000_000
+# Times are accepted from 1678-01-01 to 2261-12-31 (UTC), what numpy's datetime64[ns] carries:
+# every difference of two of them fits an int64 with room, so no time arithmetic can overflow.
+MIN_TIME_US = -9_214_560_000_000_000  # 1678-01-01T00:00:00Z
+MAX_TIME_US = 9_214_646_400_000_000 - 1  # just before 2262-01-01T00:00:00Z
+
+
+def _check_range(us: NDArray[np.int64], missing: NDArray[np.bool_], name: str) -> None:
+    flat, gone = us.reshape(-1), np.broadcast_to(missing, us.shape).reshape(-1)
+    bad = ((flat < MIN_TIME_US) | (flat > MAX_TIME_US)) & ~gone
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        where = f"{name} row {row}" if us.ndim else name
+        raise ValueError(
+            f"{where} ({micros_to_datetime_or_us(int(flat[row]))}) is outside the supported times "
+            "1678-01-01 .. 2261-12-31 UTC"
+        )
+
+
+def micros_to_datetime_or_us(us: int) -> str:
+    try:
+        return micros_to_datetime(us).isoformat()
+    except OverflowError:
+        return f"{us} us since 1970"
 
 
 def now_micros() -> int:
@@ -72,6 +95,7 @@ def as_time_scalar(value: Any, name: str) -> int:
     us = _scalar_micros(value, name)
     if us is None:
         raise ValueError(f"{name} is NaT")
+    _check_range(np.asarray(us, dtype=np.int64), np.asarray(False), name)
     return us
 
 
@@ -93,6 +117,7 @@ def as_time_column(
             return np.full(n, open_end, dtype=np.int64)
         raise ValueError(f"{name} is required")
     raw, null = _column_micros(values, name)
+    _check_range(raw, null, name)
     if raw.ndim == 0:
         raw, null = np.full(n, raw, dtype=np.int64), np.full(n, bool(null))
     if raw.shape[0] != n:

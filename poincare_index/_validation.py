@@ -72,6 +72,21 @@ def as_positive_int(value: Any, name: str) -> int:
     return v
 
 
+# The most result entries (queries x k) one search call may ask for: FAISS pads every row to k,
+# so k far above ntotal would allocate for nothing; 2**27 entries are ~1.5 GiB of (D, I) here
+# (scored results hold five float64/int64 arrays: ~5 GiB).
+MAX_RESULT_ENTRIES = 2**27
+
+
+def check_result_size(nq: int, k: int) -> None:
+    """ValueError when nq x k result entries would not fit the per-call limit."""
+    if nq * k > MAX_RESULT_ENTRIES:
+        raise ValueError(
+            f"k={k} for {nq} queries asks for {nq * k:,} results, more than {MAX_RESULT_ENTRIES:,} "
+            "per call (results are padded to k, as in FAISS): lower k or search in batches"
+        )
+
+
 def as_finite_float(value: Any, name: str) -> float:
     """A real number that is finite; TypeError for non-numbers (bools too), ValueError for NaN/Inf."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):

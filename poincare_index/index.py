@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _core, _time
-from ._validation import as_id, as_ids, as_matrix, as_positive_int
+from ._validation import as_id, as_ids, as_matrix, as_positive_int, check_result_size
 from .columns import ColumnStore, check_window, metadata_table
 from .decay import DEFAULT_FUTURE_WEIGHT, DecayPolicy
 from .geometry import _curvature
@@ -217,6 +217,7 @@ class _IndexBase:
             return r.distances.astype(np.float32), r.ids
         arr = as_matrix(q, self.dim, "query")
         k = as_positive_int(k, "k")
+        check_result_size(arr.shape[0], k)
         D, I = self._core.search(arr, k, ef)
         return D, I
 

@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _time
-from ._validation import as_finite_float, as_matrix, as_positive_int
+from ._validation import as_finite_float, as_matrix, as_positive_int, check_result_size
 from .decay import _EBBINGHAUS, DEFAULT_FUTURE_WEIGHT, DecayPolicy, check_future_weight, policy_terms
 from .filters import compile_filter
 
@@ -75,6 +75,7 @@ def run_scored(
 ) -> ScoredResults:
     arr = as_matrix(q, index.dim, "query")
     k = as_positive_int(k, "k")
+    check_result_size(arr.shape[0], k)
     ef = as_positive_int(ef, "ef")
     terms = policy_terms(decay)
     at_us = _time.as_time_scalar(at_time, "at_time")

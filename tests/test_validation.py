@@ -163,3 +163,52 @@ def test_curvature_other_than_one():
     np.testing.assert_allclose(D[0], want, rtol=1e-6)
     with pytest.raises(ValueError, match="outside"):
         index.add(np.array([[0.5, 0.0]]))  # c|x|^2 = 1
+
+
+def test_times_outside_the_supported_range_are_refused():
+    """A valid datetime64 far from now overflowed at_us - t and weighed inf, ranking first."""
+    from poincare_memory import HalfLife, Memory
+
+    index = pi.PoincareIndex(4)
+    x = np.full((2, 4), 0.1, dtype=np.float32)
+    far = np.datetime64(-(2**63) + 10, "us")
+    with pytest.raises(ValueError, match="t row 1 .*outside the supported times"):
+        index.add(x, t=np.array([np.datetime64("2026-01-01", "us"), far]))
+    with pytest.raises(ValueError, match="valid_until.*outside"):
+        index.add(x, t=np.datetime64("2026-01-01", "us"), valid_until=np.datetime64("2300-01-01", "us"))
+    index.add(x, t=np.datetime64("1700-01-01", "us"))
+    with pytest.raises(ValueError, match="at_time.*outside"):
+        index.search_scored(x, 1, decay=pi.HalfLife(hours=1), at_time=far)
+    r = index.search_scored(x, 2, decay=pi.HalfLife(hours=1), at_time=np.datetime64("2261-12-31", "us"))
+    assert np.all(r.time_weights <= 1.0)
+    mem = Memory(decay=HalfLife(hours=24))
+    with pytest.raises(ValueError, match="outside"):
+        mem.add("a fact", t=far)
+
+
+def test_k_beyond_what_a_call_can_hold_is_refused_and_memory_clamps_it():
+    from poincare_memory import Memory
+
+    index = pi.PoincareIndex(4)
+    index.add(np.full((3, 4), 0.1, dtype=np.float32))
+    q = np.zeros((2, 4), dtype=np.float32)
+    with pytest.raises(ValueError, match="lower k or search in batches"):
+        index.search(q, 10**9)
+    with pytest.raises(ValueError, match="lower k"):
+        index.search_scored(q, 10**9)
+    D, I = index.search(q, 5)  # padding below the limit stays as in FAISS
+    assert (I[:, 3:] == -1).all()
+    mem = Memory()
+    mem.add("one", id="a")
+    mem.add("two", id="b")
+    assert [r.id for r in mem.search("one", k=10**9, touch=False)] == ["a", "b"]
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\t "])
+def test_empty_text_is_refused(text):
+    from poincare_memory import Memory
+
+    mem = Memory()
+    with pytest.raises(ValueError, match="empty or only whitespace"):
+        mem.add(text)
+    assert len(mem) == 0

@@ -87,6 +87,9 @@ def make_batch(
         if not isinstance(text, str):
             raise TypeError(f"texts[{i}] must be a str, got {type(text).__name__}")
         check_utf8(text, f"texts[{i}]")
+        if not text.strip():
+            # Every empty text would embed to one point and match every query alike.
+            raise ValueError(f"texts[{i}] is empty or only whitespace: there is nothing to remember")
     if ids is None:
         id_list = [uuid.uuid4().hex for _ in range(n)]
     else:

@@ -37,7 +37,8 @@ class SearchRequest:
 
 def run_search(mem: Memory, req: SearchRequest) -> list[Result]:
     """Ranked results of one validated request (the caller holds the Memory's read lock)."""
-    k = as_positive_int(req.k, "k")
+    # No more results than memories: the index pads to k, and k=10**9 must not allocate for it.
+    k = min(as_positive_int(req.k, "k"), max(len(mem), 1))
     as_positive_int(req.candidates, "candidates")
     post = None
     dict_filter = None

@@ -89,6 +89,6 @@ class Session:
 
 
 def _far_future() -> Any:
-    from datetime import datetime, timezone
+    from .._time import MAX_TIME_US, micros_to_datetime
 
-    return datetime(9999, 1, 1, tzinfo=timezone.utc)
+    return micros_to_datetime(MAX_TIME_US)  # the latest time accepted (every memory is older)
