@@ -185,6 +185,17 @@ def _scalar(value: Any, typ: pa.DataType, name: str, where: str) -> pa.Scalar:
                     f"got {type(value).__name__}"
                 ) from None
         return pa.scalar(us, type=pa.int64()).cast(typ)
+    # Arrow would cast across kinds (1 -> "1", "3" -> 3, True -> 1) and answer a different
+    # question than the one asked: a value of another kind than the column is an error.
+    column_kind, value_kind = _kind_of_type(typ), _kind_of_value(value)
+    if column_kind is not None and value_kind != column_kind:
+        raise TypeError(
+            f"{where}: {value!r} ({type(value).__name__}) cannot be compared with column {name!r} "
+            f"({typ}): give a {column_kind} value"
+        )
+    if pa.types.is_integer(typ) and isinstance(value, numbers.Real) and value_kind == "number":
+        if not float(value).is_integer():  # n > 1.5 on an integer column: compare as float64
+            return pa.scalar(float(value), type=pa.float64())
     try:
         return pa.scalar(value).cast(typ) if not isinstance(value, pa.Scalar) else value.cast(typ)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
@@ -193,3 +204,28 @@ def _scalar(value: Any, typ: pa.DataType, name: str, where: str) -> pa.Scalar:
         ) from None
     except OverflowError:
         raise ValueError(f"{where}: {value!r} is outside the range of column {name!r} ({typ})") from None
+
+
+def _kind_of_type(typ: pa.DataType) -> str | None:
+    """'string', 'number' or 'boolean' for the column types filters compare by kind; None else."""
+    if pa.types.is_dictionary(typ):
+        typ = typ.value_type
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        return "string"
+    if pa.types.is_boolean(typ):
+        return "boolean"
+    if pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_decimal(typ):
+        return "number"
+    return None
+
+
+def _kind_of_value(value: Any) -> str | None:
+    if isinstance(value, pa.Scalar):
+        return _kind_of_type(value.type)
+    if isinstance(value, (bool, np.bool_)):  # before numbers: a bool is not an integer here
+        return "boolean"
+    if isinstance(value, numbers.Real):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return None

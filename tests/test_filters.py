@@ -101,3 +101,32 @@ def test_filtered_search_against_brute_force(tree_data, kind, fraction):
         assert np.isin(I[I >= 0], np.flatnonzero(allowed)).all()
         assert recall(I, truth) >= (1.0 if kind == "flat" else 0.95)
         assert np.all(np.diff(D, axis=1) >= 0)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"kind": {"$gt": 1}},
+        {"kind": 5},
+        {"n": "3"},
+        {"n": True},
+        {"flag": 1},
+        {"kind": {"$in": ["note", 1]}},
+        {"n": {"$nin": [True]}},
+    ],
+)
+def test_a_value_of_another_kind_than_its_column_is_a_type_error(spec):
+    """Arrow casts across kinds (1 -> "1", "3" -> 3, True -> 1), which gave silent wrong
+    answers: every row for {"kind": {"$gt": 1}}, none for {"kind": 5}, n == 3 for {"n": "3"}."""
+    table = pa.table({"kind": ["note", "fact"], "n": [1, 3], "flag": [True, False]})
+    with pytest.raises(TypeError, match="cannot be compared with column"):
+        compile_filter(spec, table)
+
+
+def test_values_of_the_columns_kind_still_compare():
+    table = pa.table({"kind": ["note", "fact"], "n": [1, 3], "x": [0.5, 2.0], "flag": [True, False]})
+    assert compile_filter({"n": 3}, table).tolist() == [False, True]
+    assert compile_filter({"n": {"$gte": 1.5}}, table).tolist() == [False, True]
+    assert compile_filter({"x": {"$lt": 1}}, table).tolist() == [True, False]
+    assert compile_filter({"flag": False}, table).tolist() == [False, True]
+    assert compile_filter({"kind": {"$in": ["fact"]}}, table).tolist() == [False, True]
