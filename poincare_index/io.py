@@ -65,7 +65,13 @@ def write_index(index: _IndexBase, path: PathLike) -> None:
     root = Path(path)
     if root.exists() and not root.is_dir():
         raise FileExistsError(f"{root} exists and is not a directory")
-    if root.is_dir() and not (root / MANIFEST).exists() and any(root.iterdir()):
+    # A directory holding only files a save writes (data files, manifest temporaries) is what a
+    # failed or killed first save left: it is ours to finish; anything else is not mixed into.
+    if (
+        root.is_dir()
+        and not (root / MANIFEST).exists()
+        and any(not _save_leftover(e) for e in root.iterdir())
+    ):
         raise FileExistsError(f"{root} is a non-empty directory that is not a saved index")
     root.mkdir(parents=True, exist_ok=True)
 
@@ -111,6 +117,12 @@ def write_index(index: _IndexBase, path: PathLike) -> None:
             entry.name not in keep
         ):
             entry.unlink(missing_ok=True)
+
+
+def _save_leftover(entry: Path) -> bool:
+    return entry.is_file() and (
+        _DATA_FILE.match(entry.name) is not None or entry.name.startswith(f"{MANIFEST}.tmp-")
+    )
 
 
 def _read_manifest(root: Path) -> dict[str, Any]:

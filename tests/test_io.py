@@ -172,3 +172,35 @@ def test_empty_index_roundtrip(tmp_path):
         assert loaded.ntotal == 0
         loaded.add(np.array([[0.1, 0.2, 0.3]], dtype=np.float32))
         assert loaded.search(np.zeros((1, 3)), 1)[1][0, 0] == 0
+
+
+def test_a_save_after_a_failed_first_save_to_a_new_path_succeeds(tmp_path, monkeypatch):
+    """A first save killed before its manifest left data files behind, and the next save raised
+    FileExistsError. Such leftovers are the save's own files: the next save finishes the job and
+    removes them; a directory holding anything else is still refused."""
+    index = pi.PoincareIndex(4)
+    index.add(np.full((5, 4), 0.1, dtype=np.float32))
+    target = tmp_path / "new"
+    import poincare_index.io as io_mod
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(io_mod.os, "replace", killed)  # dies at the manifest's rename
+    with pytest.raises(KeyboardInterrupt):
+        index.save(target)
+    monkeypatch.undo()
+    assert any(target.iterdir()) and not (target / "manifest.json").exists()
+    index.save(target)
+    assert pi.read_index(target).ntotal == 5
+    assert sorted(p.name.split("-")[0] for p in target.iterdir()) == [
+        "columns",
+        "graph",
+        "manifest.json",
+        "vectors",
+    ]
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError):
+        index.save(other)

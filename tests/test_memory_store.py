@@ -408,3 +408,15 @@ def test_current_naming_anything_but_a_snapshot_is_refused(tmp_path, name):
     write_json_atomic(path / "default" / "CURRENT", {"snapshot": name, "seq": 1})
     with pytest.raises(pi.IndexFormatError, match="CURRENT"):
         Memory(path=path)
+
+
+def test_memory_refuses_a_saved_index_or_a_file_as_its_store(tmp_path):
+    index = pi.PoincareIndex(4)
+    index.add(np.full((2, 4), 0.1, dtype=np.float32))
+    index.save(tmp_path / "idx")
+    with pytest.raises(FileExistsError, match="saved index"):
+        Memory(path=tmp_path / "idx")
+    assert not (tmp_path / "idx" / "default").exists()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(FileExistsError, match="is a file"):
+        Memory(path=tmp_path / "file")

@@ -89,7 +89,15 @@ class NamespaceDir:
     """Files of one namespace; ``lock()`` takes the writer lock (non-blocking)."""
 
     def __init__(self, root: Path, namespace: str) -> None:
-        self.dir = Path(root) / valid_namespace(namespace)
+        root = Path(root)
+        if root.exists() and not root.is_dir():
+            raise FileExistsError(f"{root} is a file, not a memory store directory")
+        if (root / "manifest.json").is_file():  # a saved index (write_index), not a store
+            raise FileExistsError(
+                f"{root} holds a saved index (manifest.json); open it with read_index(), or give "
+                "Memory a directory of its own"
+            )
+        self.dir = root / valid_namespace(namespace)
         self._lock_fd = -1
 
     @property
