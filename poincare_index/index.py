@@ -119,6 +119,11 @@ class _IndexBase:
         arr = as_matrix(x, self.dim, "x")
         with self._write_lock:
             start = int(self._core.next_auto_id)
+            if start + arr.shape[0] - 1 > np.iinfo(np.int64).max:
+                raise ValueError(
+                    f"no room for {arr.shape[0]} automatic ids: they continue past the largest id ever "
+                    f"stored ({start - 1}) and would pass 2**63 - 1; give ids with add_with_ids"
+                )
             ids = np.arange(start, start + arr.shape[0], dtype=np.int64)
             self._add(arr, ids, t, valid_from, valid_until, metadata)
 

@@ -293,3 +293,16 @@ def test_exact_nearest_of_near_queries_on_a_crowded_tree(crowded_tree):
     _, I = index.search(q, 10, ef=16)
     assert np.mean(I[:, 0] == truth[:, 0]) >= 0.99
     assert recall(I, truth) >= 0.98
+
+
+@pytest.mark.parametrize("cls", INDEXES)
+def test_automatic_ids_never_collide_and_say_when_no_room_is_left(cls):
+    x = np.full((3, 4), 0.1, dtype=np.float32)
+    index = cls(4)
+    index.add_with_ids(x[:1], np.array([2**63 - 2]))
+    index.add(x[:1])  # takes 2**63 - 1, the last one
+    assert index.reconstruct(2**63 - 1) is not None
+    with pytest.raises(ValueError, match="no room for 2 automatic ids"):
+        index.add(x[:2])
+    assert index.ntotal == 2
+    index.add_with_ids(x[:1], np.array([7]))  # explicit ids still work
