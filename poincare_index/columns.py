@@ -113,6 +113,11 @@ def metadata_table(metadata: Any, n: int) -> pa.Table | None:
     for name in table.column_names:
         if name in RESERVED_COLUMNS:
             raise ValueError(f"metadata column {name!r} clashes with a built-in column")
+    # Dictionary-encoded columns are stored decoded: batches with different dictionaries would
+    # otherwise be concatenated into chunks the IPC writer refuses at save.
+    for i, field in enumerate(table.schema):
+        if pa.types.is_dictionary(field.type):
+            table = table.set_column(i, field.name, table.column(i).cast(field.type.value_type))
     if len(set(table.column_names)) != len(table.column_names):
         raise ValueError("metadata has duplicate column names")
     if table.num_rows != n:

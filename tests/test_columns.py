@@ -169,3 +169,16 @@ def test_time_buckets_follow_adds():
         for i in range(len(starts) - 1):
             rows = times[order[starts[i] : starts[i + 1]]]
             assert rows.min() == t_min[i] and rows.max() == t_max[i]
+
+
+def test_dictionary_encoded_metadata_in_several_batches_saves_and_loads(tmp_path):
+    """Two batches with different dictionaries made save() raise ArrowInvalid."""
+    index = pi.PoincareIndex(4)
+    x = np.full((4, 4), 0.1, dtype=np.float32)
+    index.add(x[:2], metadata={"kind": pa.array(["a", "b"]).dictionary_encode()})
+    index.add(x[2:], metadata={"kind": pa.array(["c", "a"]).dictionary_encode()})
+    index.save(tmp_path / "idx")
+    loaded = pi.read_index(tmp_path / "idx")
+    assert loaded.columns.column("kind").to_pylist() == ["a", "b", "c", "a"]
+    r = loaded.search_scored(x[:1], 4, filters={"kind": "a"})
+    assert sorted(r.ids[0][r.ids[0] >= 0].tolist()) == [0, 3]
