@@ -15,14 +15,14 @@ cycles as the reference.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import datasets as ds
 import numpy as np
+from knn_report import write_result
 
 import poincare_index as pi
 from poincare_index.datasets import one_depth
@@ -140,8 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         result.hnswlib_end = {f"ef{e}": self_recall(theirs, x, untouched, e) for e in (16, 64)}
         print(f"hnswlib L2: start {result.hnswlib_start}, after {args.cycles} cycles {result.hnswlib_end}")
     out = args.out or os.path.join(os.path.dirname(__file__), "results", f"churn_{args.data}.json")
-    with open(out, "w") as f:
-        json.dump(asdict(result), f, indent=1)
+    write_result(out, result)
     print(f"results: {out}")
     return 0
 

@@ -15,16 +15,16 @@ equal the plain search's.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import datasets as ds
 import numpy as np
 from bench_temporal import timed
+from knn_report import write_result
 
 import poincare_index as pi
 
@@ -128,8 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{row.mode:16s} {row.ef:5d} {row.recall_at_k:7.3f} {row.recall_at_1:7.3f} {row.qps_1thr:10,.0f}"
         )
     out = args.out or os.path.join(os.path.dirname(__file__), "results", f"fused_glove_{args.n}.json")
-    with open(out, "w") as f:
-        json.dump(asdict(result), f, indent=1)
+    write_result(out, result)
     print(f"results: {out}")
     return 0
 

@@ -17,18 +17,17 @@ from __future__ import annotations
 import argparse
 import ctypes
 import gc
-import json
 import os
 import platform
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import adapters as ad
 import datasets as ds
 import numpy as np
-from knn_report import _json_ready, print_dataset
+from knn_report import print_dataset, write_result
 from truth import Truth, exact_knn, recall
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -549,9 +548,7 @@ def main(argv: list[str] | None = None) -> int:
         result = run_dataset(name, args)
         run.datasets.append(result)
         print_dataset(result, args.threads, args.target, args.k)
-        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-        with open(out, "w") as f:  # rewritten after each dataset: a crash keeps what finished
-            json.dump(_json_ready(asdict(run)), f, indent=1, allow_nan=False)
+        write_result(out, run)  # rewritten after each dataset: a crash keeps what finished
     print(f"\nresults: {out}")
     return 0
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -27,6 +29,13 @@ def _json_ready(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         return _json_ready(obj.tolist())
     return obj
+
+
+def write_result(path: str, result: Any) -> None:
+    """Writes a results dataclass as strict JSON (NaN / inf as null) to ``path``."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(_json_ready(asdict(result)), f, indent=1, allow_nan=False)
 
 
 def print_dataset(r: Any, threads: list[int], target: float, k: int) -> None:

@@ -158,7 +158,6 @@ void HnswGraph::add_level0_l2_candidates(const VectorStorage& storage, const flo
                                          std::size_t ef, SearchScratch& scratch) {
   auto& saved = scratch.selection;
   saved.assign(scratch.results.begin(), scratch.results.end());
-  scratch.pruned.clear();
   // The Euclidean walk starts afresh at the nearest node found; what it keeps joins the
   // candidates once per slot. (Resuming from what the first walk scored, marks kept, found the
   // same candidates and saved nothing measurable, while recording every scored node cost the
@@ -167,17 +166,10 @@ void HnswGraph::add_level0_l2_candidates(const VectorStorage& storage, const flo
   hnsw_detail::start_l2_beam(scratch, storage.slots(), x, storage, start,
                              [](std::uint32_t) { return true; });
   beam_concurrent(storage, x, 0, ef, scratch, [](std::uint32_t, float l2) { return l2; });
-  std::sort(saved.begin(), saved.end(),
-            [](const Candidate& a, const Candidate& b) { return a.second < b.second; });
-  for (const Candidate& c : scratch.results) {
-    const auto same_slot = [](const Candidate& a, std::uint32_t s) { return a.second < s; };
-    const auto it = std::lower_bound(saved.begin(), saved.end(), c.second, same_slot);
-    if (it != saved.end() && it->second == c.second) continue;
-    scratch.pruned.push_back({c.first * ax * storage.rank_factor(c.second), c.second});
-  }
+  hnsw_detail::merge_l2_found(saved, scratch.results, [&](const Candidate& c) {
+    return c.first * ax * storage.rank_factor(c.second);
+  });
   scratch.results.assign(saved.begin(), saved.end());
-  scratch.results.insert(scratch.results.end(), scratch.pruned.begin(), scratch.pruned.end());
-  scratch.pruned.clear();
 }
 
 // The heuristic of the HNSW paper (Alg. 4 without extension): walk candidates from nearest and
@@ -460,20 +452,13 @@ void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t
     // The beam ended among hubs: walk again in Euclidean order from the nearest of them, for
     // the query's own depth (see kHubRatio), and keep the ef best of both beams by rank (one
     // entry per slot: both can hold a node).
-    std::sort(out.begin(), out.end());
-    hnsw_detail::start_l2_beam(scratch, storage.slots(), q, storage, out.front().second,
+    const std::uint32_t start = std::min_element(out.begin(), out.end())->second;
+    hnsw_detail::start_l2_beam(scratch, storage.slots(), q, storage, start,
                                [&](std::uint32_t n) { return !deleted[n]; });
     beam_level0(storage, q, ef, scratch, [](std::uint32_t, float l2) { return l2; });
-    for (const Candidate& c : scratch.results)
-      out.push_back({c.first * storage.rank_factor(c.second), c.second});
-    // One entry per slot (both walks may hold it), the nearer rank kept.
-    std::sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
-      return a.second < b.second || (a.second == b.second && a.first < b.first);
+    hnsw_detail::merge_l2_found(out, scratch.results, [&](const Candidate& c) {
+      return c.first * storage.rank_factor(c.second);
     });
-    out.erase(
-        std::unique(out.begin(), out.end(),
-                    [](const Candidate& a, const Candidate& b) { return a.second == b.second; }),
-        out.end());
   }
   std::sort(out.begin(), out.end());
   if (out.size() > ef) out.resize(ef);

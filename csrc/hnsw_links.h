@@ -85,4 +85,20 @@ inline void start_l2_beam(SearchScratch& scratch, std::size_t n_slots, const flo
   if (keep(start)) scratch.results.push_back({l2, start});
 }
 
+// Adds the nodes of a Euclidean beam (`l2_found`, by |q - x|^2) to `ranked` (by rank), with
+// rank_of(c) as their rank, one entry per slot (the nearer rank kept); `ranked` ends up in slot
+// order.
+template <typename RankOf>
+inline void merge_l2_found(std::vector<Candidate>& ranked, const std::vector<Candidate>& l2_found,
+                           RankOf&& rank_of) {
+  for (const Candidate& c : l2_found) ranked.push_back({rank_of(c), c.second});
+  std::sort(ranked.begin(), ranked.end(), [](const Candidate& a, const Candidate& b) {
+    return a.second < b.second || (a.second == b.second && a.first < b.first);
+  });
+  ranked.erase(
+      std::unique(ranked.begin(), ranked.end(),
+                  [](const Candidate& a, const Candidate& b) { return a.second == b.second; }),
+      ranked.end());
+}
+
 }  // namespace poincare::hnsw_detail

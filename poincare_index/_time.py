@@ -33,12 +33,12 @@ def _check_range(us: NDArray[np.int64], missing: NDArray[np.bool_], name: str) -
         row = int(np.flatnonzero(bad)[0])
         where = f"{name} row {row}" if us.ndim else name
         raise ValueError(
-            f"{where} ({micros_to_datetime_or_us(int(flat[row]))}) is outside the supported times "
+            f"{where} ({_describe_micros(int(flat[row]))}) is outside the supported times "
             "1678-01-01 .. 2261-12-31 UTC"
         )
 
 
-def micros_to_datetime_or_us(us: int) -> str:
+def _describe_micros(us: int) -> str:
     try:
         return micros_to_datetime(us).isoformat()
     except OverflowError:

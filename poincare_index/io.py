@@ -113,13 +113,12 @@ def write_index(index: _IndexBase, path: PathLike) -> None:
     _fsync_dir(root)
     keep = {vectors_name, graph_name, columns_name}
     for entry in root.iterdir():
-        if (_DATA_FILE.match(entry.name) or entry.name.startswith(f"{MANIFEST}.tmp-")) and (
-            entry.name not in keep
-        ):
+        if _save_leftover(entry) and entry.name not in keep:
             entry.unlink(missing_ok=True)
 
 
 def _save_leftover(entry: Path) -> bool:
+    """A file a save writes: a data file or a manifest temporary (ours to replace or remove)."""
     return entry.is_file() and (
         _DATA_FILE.match(entry.name) is not None or entry.name.startswith(f"{MANIFEST}.tmp-")
     )
