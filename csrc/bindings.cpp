@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "access_counts.h"
 #include "crc32.h"
 #include "errors.h"
 #include "format.h"
@@ -315,6 +316,32 @@ PYBIND11_MODULE(_core, m) {
         return py::make_tuple(rank, err, mask);
       },
       py::arg("queries"), py::arg("xs"), py::arg("taus"), py::arg("reference"));
+  // The access_count column, read and written atomically (searches touch it concurrently).
+  m.def(
+      "copy_counts",
+      [](const UInt32Array& counts, std::optional<Int64Array> rows) {
+        const std::size_t n = length_of(counts);
+        const std::size_t m = rows ? length_of(*rows) : n;
+        UInt32Array out(static_cast<py::ssize_t>(m));
+        copy_counts(counts.data(), n, rows ? rows->data() : nullptr, m, out.mutable_data());
+        return out;
+      },
+      py::arg("counts").noconvert(), py::arg("rows") = py::none());
+  m.def(
+      "add_counts",
+      [](UInt32Array& counts, const Int64Array& rows) {
+        add_counts(counts.mutable_data(), length_of(counts), rows.data(), length_of(rows));
+      },
+      py::arg("counts").noconvert(), py::arg("rows"));
+  m.def(
+      "store_counts",
+      [](UInt32Array& counts, const Int64Array& rows, const UInt32Array& values) {
+        if (length_of(values) != length_of(rows))
+          throw InvalidArgument("one value per row is needed");
+        store_counts(counts.mutable_data(), length_of(counts), rows.data(), length_of(rows),
+                     values.data());
+      },
+      py::arg("counts").noconvert(), py::arg("rows"), py::arg("values"));
   m.def("crc32", [](py::bytes data) {
     const std::string s = data;
     return crc32_update(0, s.data(), s.size());

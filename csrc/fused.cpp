@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "access_counts.h"
 #include "hnsw_links.h"
 #include "metric.h"
 
@@ -365,8 +366,7 @@ void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
 void touch_hits(const TimeColumns& columns, const std::vector<ScoredHit>& hits) {
   if (columns.access_count == nullptr) return;
   for (const ScoredHit& h : hits)
-    if (h.slot < columns.rows)
-      __atomic_fetch_add(columns.access_count + h.slot, 1u, __ATOMIC_RELAXED);
+    if (h.slot < columns.rows) add_count(columns.access_count, h.slot, 1);
 }
 
 }  // namespace poincare

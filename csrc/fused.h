@@ -110,7 +110,7 @@ void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
                         const FusedScorer& scorer, const float* q, std::size_t k, std::size_t ef,
                         SearchScratch& scratch, std::vector<ScoredHit>& out);
 
-// Increments access_count of each hit's slot atomically.
+// Increments access_count of each hit's slot atomically (see access_counts.h).
 void touch_hits(const TimeColumns& columns, const std::vector<ScoredHit>& hits);
 
 }  // namespace poincare

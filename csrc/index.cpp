@@ -1,6 +1,7 @@
 #include "index.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
@@ -105,8 +106,19 @@ void IndexCore::search_scored(const float* queries, std::size_t nq, std::size_t 
   // add): they are never returned, so their column values are never read.
   if ((!params.decay.empty() || query.touch) && query.params.eligible_slots > params.columns.rows)
     throw InvalidArgument("a decay policy or touch needs time columns covering every slot");
-  for (std::size_t i = 0; i < query.n_allowed_slots; ++i)
-    if (query.allowed_slots[i] >= n) throw InvalidArgument("allowed slot out of range");
+  // Allowed slots at or past the core's slots belong to an add still in progress (its column
+  // rows go in first) or one that was rolled back: they are not points yet, so they are dropped,
+  // as the mask's rows past the slots are (eligible_slots).
+  const std::uint32_t* allowed_slots = query.allowed_slots;
+  std::size_t n_allowed = query.n_allowed_slots;
+  std::vector<std::uint32_t> in_range;
+  if (std::any_of(allowed_slots, allowed_slots + n_allowed,
+                  [n](std::uint32_t s) { return s >= n; })) {
+    std::copy_if(allowed_slots, allowed_slots + n_allowed, std::back_inserter(in_range),
+                 [n](std::uint32_t s) { return s < n; });
+    allowed_slots = in_range.data();
+    n_allowed = in_range.size();
+  }
   const std::size_t dim = storage_.dim();
   constexpr double kInf = std::numeric_limits<double>::infinity();
   auto one = [&](std::size_t qi) {
@@ -114,7 +126,7 @@ void IndexCore::search_scored(const float* queries, std::size_t nq, std::size_t 
     const float* q = queries + qi * dim;
     const FusedScorer scorer(storage_, params, q);
     if (query.allowed_slots != nullptr)
-      fused_scan(scorer, storage_, q, query.n_allowed_slots, query.allowed_slots, k, hits);
+      fused_scan(scorer, storage_, q, n_allowed, allowed_slots, k, hits);
     else
       fused_search_one(scorer, params, q, k, ef, hits);
     if (query.touch) touch_hits(params.columns, hits);

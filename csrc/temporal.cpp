@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "access_counts.h"
 #include "errors.h"
 
 namespace poincare {
@@ -93,7 +94,7 @@ double DecayProgram::log_weight(const TimeColumns& c, std::size_t row) const {
   // Only the columns some term reads: each is a random access (a likely cache miss) per node.
   return log_weight_of(c.t[row], uses_window_ ? c.valid_from[row] : kOpenStart,
                        uses_window_ ? c.valid_until[row] : kOpenEnd,
-                       uses_access_ ? c.access_count[row] : 0u);
+                       uses_access_ ? load_count(c.access_count, row) : 0u);
 }
 
 double DecayProgram::log_weight_bound(std::int64_t t_min, std::int64_t t_max,

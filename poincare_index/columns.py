@@ -15,6 +15,7 @@ import threading
 import zlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 from numpy.typing import NDArray
 
-from . import _time
+from . import _core, _time
 
 __all__ = ["ColumnStore", "RESERVED_COLUMNS", "TIME_TYPE"]
 
@@ -125,22 +126,45 @@ def metadata_table(metadata: Any, n: int) -> pa.Table | None:
     return table
 
 
+@dataclass(frozen=True)
+class _Rows:
+    """How many rows the columns hold and their metadata (exactly ``n`` rows, or None): one value,
+    replaced whole by each write, so a reader that takes it once sees a length and a metadata
+    table that belong together, whatever a concurrent add does meanwhile."""
+
+    n: int
+    meta: pa.Table | None
+
+
 class ColumnStore:
-    """The columns of one index; rows are appended in the order the core assigns slots."""
+    """The columns of one index; rows are appended in the order the core assigns slots.
+
+    Writes (one at a time: the index's write lock) publish a new :class:`_Rows`; readers take
+    :attr:`_rows` once and read the arrays up to its ``n`` (rows below it never move: growing
+    copies them, under the read-write lock). ``access_count`` is read and written only through
+    the atomic helpers (:meth:`access_counts`, :meth:`add_access`, :meth:`set_access`), because
+    searches with ``touch=True`` increment it concurrently."""
 
     def __init__(self) -> None:
-        self._n = 0
+        self._rows = _Rows(0, None)
         self._ids = np.zeros(0, dtype=np.int64)
         self._t = np.zeros(0, dtype=np.int64)
         self._valid_from = np.zeros(0, dtype=np.int64)
         self._valid_until = np.zeros(0, dtype=np.int64)
         self._access = np.zeros(0, dtype=np.uint32)
-        self._meta: pa.Table | None = None  # exactly self._n rows when not None
         self._lock = _ReadWriteLock()
         self._buckets: tuple[int, tuple[NDArray[Any], ...]] | None = None
 
     def __len__(self) -> int:
-        return self._n
+        return self._rows.n
+
+    @property
+    def _n(self) -> int:
+        return self._rows.n
+
+    @property
+    def _meta(self) -> pa.Table | None:
+        return self._rows.meta
 
     # ---- appending ----------------------------------------------------------------------
     def _grow(self, need: int) -> None:
@@ -176,9 +200,8 @@ class ColumnStore:
         self._t[self._n : end] = t
         self._valid_from[self._n : end] = valid_from
         self._valid_until[self._n : end] = valid_until
-        self._access[self._n : end] = 0
-        self._meta = meta
-        self._n = end
+        self._access[self._n : end] = 0  # rows past n: no search reads them yet
+        self._rows = _Rows(end, meta)
 
     def place(
         self,
@@ -201,7 +224,8 @@ class ColumnStore:
         if not np.array_equal(slots[fresh], np.arange(n_before, n_before + fresh.shape[0])):
             raise ValueError("new rows must follow the existing ones in order")
         at = slots[reused].astype(np.int64)
-        token = (n_before, meta_before, at, tuple(a[at].copy() for a in self._arrays()))
+        saved = tuple(a[at].copy() for a in self._arrays()[:4]) + (self.access_counts(at),)
+        token = (n_before, meta_before, at, saved)
         sub = metadata.take(pa.array(fresh)) if metadata is not None else None
         self.append(ids[fresh], t[fresh], valid_from[fresh], valid_until[fresh], sub)
         if reused.shape[0]:
@@ -214,8 +238,8 @@ class ColumnStore:
                 raise
             for a, v in zip(self._arrays(), (ids, t, valid_from, valid_until)):
                 a[at] = v[reused]
-            self._access[at] = 0
-            self._meta = meta
+            self.set_access(at, np.zeros(at.shape[0], dtype=np.uint32))
+            self._rows = _Rows(self._n, meta)
             self._buckets = None  # times changed in place: the time order is rebuilt
         return token
 
@@ -232,16 +256,16 @@ class ColumnStore:
         """Replaces one row's times in place and the metadata by ``metadata`` (from
         :meth:`metadata_with_row`); the row's id and access count stay."""
         self._t[row], self._valid_from[row], self._valid_until[row] = t, valid_from, valid_until
-        self._meta = metadata
+        self._rows = _Rows(self._n, metadata)
         self._buckets = None
 
     def undo(self, token: tuple[Any, ...]) -> None:
         """Puts back what :meth:`place` changed."""
         n_before, meta_before, at, saved = token
-        for a, v in zip(self._arrays(), saved):
+        for a, v in zip(self._arrays()[:4], saved[:4]):
             a[at] = v
-        self.truncate(n_before)
-        self._meta = meta_before
+        self.set_access(at, saved[4])
+        self._rows = _Rows(min(self._n, n_before), meta_before)
         self._buckets = None
 
     def _arrays(self) -> tuple[NDArray[Any], ...]:
@@ -264,10 +288,9 @@ class ColumnStore:
     def truncate(self, n: int) -> None:
         """Drops rows from n on (undoes an append the core then refused)."""
         if n < self._n:
-            self._n = n
+            meta = self._meta.slice(0, n) if self._meta is not None else None
+            self._rows = _Rows(n, meta)
             self._buckets = None
-            if self._meta is not None:
-                self._meta = self._meta.slice(0, n)
 
     def _merged_metadata(self, metadata: pa.Table | None, m: int) -> pa.Table | None:
         """The metadata after appending m rows: columns missing on either side are null there."""
@@ -295,9 +318,9 @@ class ColumnStore:
         ``bucket_rows``, with each bucket's time range. Rows added since the last call are
         merged into the cached order (O(n), not a full sort), so add-then-search loops stay cheap."""
         cached = self._buckets
-        if cached is not None and cached[0] == self._n:
+        n = self._rows.n
+        if cached is not None and cached[0] == n:
             return cached[1]
-        n = self._n
         t = self._t[:n]
         if cached is not None and cached[0] < n:
             old_order = cached[1][0]
@@ -319,28 +342,61 @@ class ColumnStore:
         """The largest access_count per bucket, now (touch changes it)."""
         if starts.shape[0] <= 1:
             return np.zeros(0, dtype=np.uint32)
-        return np.maximum.reduceat(self._access[order], starts[:-1]).astype(np.uint32)
+        counts = self.access_counts(order.astype(np.int64))
+        return np.maximum.reduceat(counts, starts[:-1]).astype(np.uint32)
+
+    def access_counts(self, rows: NDArray[np.int64] | None = None) -> NDArray[np.uint32]:
+        """A copy of the access counts of ``rows`` (default: every row), read atomically."""
+        n = self._rows.n
+        if rows is None:
+            return _core.copy_counts(self._access[:n])
+        return _core.copy_counts(self._access[:n], np.ascontiguousarray(rows, dtype=np.int64))
+
+    def add_access(self, rows: NDArray[np.int64]) -> None:
+        """Adds 1 to the access count of each of ``rows`` (a row listed twice gets 2), atomically
+        against concurrent touches; counts saturate at 2**32 - 1."""
+        with self._lock.reading():  # the array does not move meanwhile
+            _core.add_counts(self._access[: self._n], np.ascontiguousarray(rows, dtype=np.int64))
+
+    def set_access(self, rows: NDArray[np.int64], values: NDArray[Any]) -> None:
+        """Sets the access counts of ``rows`` (values in [0, 2**32 - 1])."""
+        if not np.all((np.asarray(values) >= 0) & (np.asarray(values) <= np.iinfo(np.uint32).max)):
+            raise ValueError("access counts must be in [0, 2**32 - 1]")
+        with self._lock.reading():
+            _core.store_counts(
+                self._access[: self._n],
+                np.ascontiguousarray(rows, dtype=np.int64),
+                np.ascontiguousarray(values, dtype=np.uint32),
+            )
 
     def table(self) -> pa.Table:
         """The columns as a pyarrow Table (time columns share memory with the index; access
-        counts are a snapshot)."""
-        n = self._n
+        counts are a snapshot): the rows there were when the call began, whatever an add does
+        meanwhile."""
+        rows = self._rows
+        return self._table(rows, self._ids[: rows.n])
+
+    def filter_snapshot(self) -> tuple[NDArray[np.int64], pa.Table]:
+        """(a copy of the id per row, the table with that copy as its id column), of one moment:
+        what a filter is evaluated on, so the ids it was computed for are known."""
+        rows = self._rows
+        ids = self._ids[: rows.n].copy()
+        return ids, self._table(rows, ids)
+
+    def _table(self, rows: _Rows, ids: NDArray[np.int64]) -> pa.Table:
+        n = rows.n
         cols: dict[str, pa.Array] = {
-            "id": pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self._ids[:n])]),
+            "id": pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(ids)]),
             "t": pa.Array.from_buffers(TIME_TYPE, n, [None, pa.py_buffer(self._t[:n])]),
             "valid_from": _nullable_time(self._valid_from[:n], _time.OPEN_START),
             "valid_until": _nullable_time(self._valid_until[:n], _time.OPEN_END),
-            "access_count": pa.array(self._access[:n].copy(), type=pa.uint32()),
+            "access_count": pa.array(_core.copy_counts(self._access[:n]), type=pa.uint32()),
         }
         table = pa.table(cols)
-        if self._meta is not None:
-            for name in self._meta.column_names:
-                table = table.append_column(name, self._meta.column(name))
+        if rows.meta is not None:
+            for name in rows.meta.column_names:
+                table = table.append_column(name, rows.meta.column(name))
         return table
-
-    def ids_snapshot(self) -> NDArray[np.int64]:
-        """A copy of the id per row, now."""
-        return self._ids[: self._n].copy()
 
     @property
     def metadata(self) -> pa.Table | None:
@@ -398,8 +454,7 @@ class ColumnStore:
         if table.column("t").null_count:
             raise ValueError(f"{path}: column t has missing values")
         meta_names = table.column_names[len(expected) :]
-        store._meta = table.select(meta_names) if meta_names else None
-        store._n = n
+        store._rows = _Rows(n, table.select(meta_names) if meta_names else None)
         return store
 
 

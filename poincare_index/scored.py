@@ -51,8 +51,8 @@ def allowed_rows(
     """
     if filters is None:
         return None, None, None
-    ids = index._columns.ids_snapshot()
-    mask = compile_filter(filters, index._columns.table())
+    ids, table = index._columns.filter_snapshot()
+    mask = compile_filter(filters, table)
     allowed = int(mask.sum())
     if allowed <= index.filter_scan_fraction * mask.shape[0] or index.kind == "flat":
         return None, np.flatnonzero(mask).astype(np.uint32), ids

@@ -182,3 +182,22 @@ def test_dictionary_encoded_metadata_in_several_batches_saves_and_loads(tmp_path
     assert loaded.columns.column("kind").to_pylist() == ["a", "b", "c", "a"]
     r = loaded.search_scored(x[:1], 4, filters={"kind": "a"})
     assert sorted(r.ids[0][r.ids[0] >= 0].tolist()) == [0, 3]
+
+
+def test_access_counts_are_touched_only_through_the_atomic_helpers():
+    """Searches increment access_count atomically in the core; a plain numpy read or write of
+    the array elsewhere would race them (lost updates, torn copies). Only columns.py holds the
+    array, and there only _grow, append and the helpers use it."""
+    import re
+    from pathlib import Path
+
+    package = Path(pi.__file__).parent
+    pattern = re.compile(r"\._access\b")
+    offenders = [
+        f"{path.relative_to(package)}:{i}"
+        for path in package.rglob("*.py")
+        if path.name != "columns.py"
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert not offenders, offenders

@@ -126,3 +126,94 @@ def test_ctrl_c_during_long_add_is_honoured(tmp_path):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert out.startswith("interrupted"), (out, err)
+
+
+@pytest.mark.parametrize("cls", [pi.PoincareIndex, pi.PoincareFlatIndex])
+@pytest.mark.parametrize("share", ["walk", "scan"])
+def test_filtered_searches_while_adding_with_metadata(cls, share, tree_data):
+    """A filter is evaluated on the columns while an add appends rows (their metadata first,
+    then the core's points): every search succeeds and returns only rows the filter allows."""
+    base, queries = tree_data
+    index = cls(16, num_threads=1)
+    if share == "scan":
+        index.filter_scan_fraction = 0.9  # the allowed slots are scanned, not walked
+    else:
+        index.filter_scan_fraction = 0.0
+    tags = np.where(np.arange(len(base)) % 3 == 0, "a", "b")
+    index.add(base[:200], metadata={"tag": tags[:200], "n": np.arange(200)})
+    errors: list[BaseException] = []
+    stop = threading.Event()
+    searches = [0]
+
+    def searcher(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        try:
+            while not stop.is_set():
+                q = queries[rng.integers(0, len(queries), size=2)]
+                r = index.search_scored(q, 5, filters={"tag": "a"}, ef=32)
+                got = r.ids[r.ids >= 0]
+                assert np.all(got % 3 == 0), got  # ids are rows here: tag "a" rows only
+                D, I = index.search(q, 5, filters={"n": {"$gte": 0}})
+                assert I.shape == (2, 5)
+                searches[0] += 1
+        except BaseException as exc:  # noqa: BLE001 - reported to the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=searcher, args=(s,)) for s in range(2)]
+    for t in threads:
+        t.start()
+    for start in range(200, len(base), 20):
+        end = min(len(base), start + 20)
+        index.add(base[start:end], metadata={"tag": tags[start:end], "n": np.arange(start, end)})
+    stop.set()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+    assert searches[0] > 0
+    assert index.columns.num_rows == len(base)
+
+
+def test_access_counts_are_not_lost_between_touching_searches_and_writes(tree_data):
+    """Searches with touch=True increment counts in the core while Python adds to them (as
+    Memory's search does) and copies them (columns): every increment lands."""
+    base, queries = tree_data
+    index = pi.PoincareIndex(16, num_threads=1)
+    index.add(base[:300])
+    rows = np.arange(300, dtype=np.int64)
+    errors: list[BaseException] = []
+    touched = []
+
+    def searcher() -> None:
+        try:
+            total = 0
+            for i in range(150):
+                r = index.search_scored(queries[i % len(queries)][None], 5, touch=True, ef=16)
+                total += int((r.ids >= 0).sum())
+                index.columns  # noqa: B018 - a copy of the counts, racing the increments
+            touched.append(total)
+        except BaseException as exc:  # noqa: BLE001 - reported to the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=searcher) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for _ in range(200):
+        index._columns.add_access(rows)
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    counts = index.columns.column("access_count").to_numpy().astype(np.int64)
+    assert counts.sum() == 200 * 300 + sum(touched)
+
+
+def test_access_counts_saturate_instead_of_wrapping():
+    index = pi.PoincareFlatIndex(2)
+    index.add(np.array([[0.1, 0.0], [0.0, 0.1]], dtype=np.float32))
+    cols = index._columns
+    cols.set_access(np.array([0, 1]), np.array([2**32 - 2, 5]))
+    cols.add_access(np.array([0, 0, 0, 1]))
+    assert list(cols.access_counts()) == [2**32 - 1, 6]
+    with pytest.raises(ValueError, match="out of range"):
+        cols.add_access(np.array([2]))
+    with pytest.raises(ValueError, match=r"\[0, 2\*\*32 - 1\]"):
+        cols.set_access(np.array([0]), np.array([-1]))

@@ -124,17 +124,15 @@ def test_a_filter_mask_never_lets_through_a_point_that_replaced_its_row(monkeypa
     x = one_depth(120, 8, seed=5)
     index = pi.PoincareIndex(8)
     index.add(x, metadata={"tag": ["keep"] * 60 + ["drop"] * 60})
-    stale = index._columns.ids_snapshot()
+    stale = index._columns.filter_snapshot()[0]
     index.remove_ids(np.arange(60))  # 50 % of the slots: released at the next add
     index.add_with_ids(x[:60], np.arange(1000, 1060), metadata={"tag": ["drop"] * 60})
     reused = np.flatnonzero(index.columns.column("id").to_numpy() >= 1000)
     assert len(reused) == 60 and reused.max() < 60  # the "keep" rows now hold "drop" points
-    monkeypatch.setattr(ColumnStore, "ids_snapshot", lambda self: stale)
-    real_table = ColumnStore.table
-    before = real_table(index._columns).set_column(
+    before = index._columns.table().set_column(
         5, "tag", pa.array(["keep"] * 60 + ["drop"] * 60)
     )  # the table as the mask saw it before the add
-    monkeypatch.setattr(ColumnStore, "table", lambda self: before)
+    monkeypatch.setattr(ColumnStore, "filter_snapshot", lambda self: (stale, before))
     for _ in range(2):  # a walk with a mask, then an exact scan of allowed slots
         r = index.search_scored(x[:60], 5, filters={"tag": "keep"}, ef=64)
         assert not np.isin(r.ids, np.arange(1000, 1060)).any()

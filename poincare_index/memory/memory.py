@@ -557,7 +557,7 @@ class Memory(MemoryViews, MemoryJournal):
         for row, mid in zip(rows, batch.ids):
             self._row_of[mid] = row
         if access is not None:
-            self._index._columns._access[rows] = np.asarray(access, dtype=np.uint32)
+            self._index._columns.set_access(np.asarray(rows, dtype=np.int64), np.asarray(access))
         self._version += 1
         return rows
 
@@ -584,7 +584,7 @@ class Memory(MemoryViews, MemoryJournal):
         self._index._columns._valid_until[row] = until_us
 
     def _apply_touch(self, rows: list[int]) -> None:
-        np.add.at(self._index._columns._access, np.asarray(rows, dtype=np.int64), 1)
+        self._index._columns.add_access(np.asarray(rows, dtype=np.int64))
         self._touches += 1
 
     def _touch(self, results: list[Result]) -> list[Result]:
@@ -592,8 +592,8 @@ class Memory(MemoryViews, MemoryJournal):
         with self._log_lock:
             self._log_locked({"op": "touch", "rows": rows})
             self._apply_touch(rows)
-            access = self._index._columns._access
-            return [self._with_count(r, int(access[row])) for r, row in zip(results, rows)]
+            access = self._index._columns.access_counts(np.asarray(rows, dtype=np.int64))
+            return [self._with_count(r, int(c)) for r, c in zip(results, access)]
 
     def _maybe_compact(self) -> None:
         """When more than half of a large store's rows are deleted memories, rebuild the index
@@ -639,7 +639,7 @@ class Memory(MemoryViews, MemoryJournal):
                 valid_until=times_as_datetime64(cols._valid_until[idx], _time.OPEN_END),
                 metadata=meta,
             )  # fmt: skip
-            fresh._columns._access[: len(live)] = cols._access[idx]
+            fresh._columns.set_access(np.arange(len(live), dtype=np.int64), cols.access_counts(idx))
         return fresh, [self._mids[r] for r in live], [self._texts[r] for r in live]
 
     def _tune_index(self, ef_search: int) -> None:

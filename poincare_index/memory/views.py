@@ -93,6 +93,7 @@ class MemoryViews:
             if meta_table is not None
             else [{} for _ in rows]
         )
+        counts = cols.access_counts(np.asarray(rows, dtype=np.int64))
         out = []
         for i, row in enumerate(rows):
             vf, vu = int(cols._valid_from[row]), int(cols._valid_until[row])
@@ -101,7 +102,7 @@ class MemoryViews:
                 t=_time.micros_to_datetime(int(cols._t[row])),
                 valid_from=None if vf == _time.OPEN_START else _time.micros_to_datetime(vf),
                 valid_until=None if vu == _time.OPEN_END else _time.micros_to_datetime(vu),
-                access_count=int(cols._access[row]),
+                access_count=int(counts[i]),
                 metadata={k: v for k, v in metas[i].items() if v is not None},
                 depth_bias=self._config.depth_bias, time_coef=self._config.time_coef,
             )  # fmt: skip
@@ -131,7 +132,7 @@ class MemoryViews:
                 _time.micros_to_datetime(at_us),
                 times_as_datetime64(cols._valid_from[idx], _time.OPEN_START),
                 times_as_datetime64(cols._valid_until[idx], _time.OPEN_END),
-                cols._access[idx].astype(np.float64),
+                cols.access_counts(idx).astype(np.float64),
                 future_weight=self._config.future_weight,
             )  # fmt: skip
         )
