@@ -67,6 +67,13 @@ void bind_common(py::class_<Core>& cls) {
       .def_property_readonly("ntotal", &Core::ntotal)
       .def_property_readonly("slots", &Core::slots)
       .def_property_readonly("next_auto_id", &Core::next_auto_id)
+      .def("slot_ids",
+           [](const Core& self) {
+             const std::vector<std::int64_t> ids = self.slot_ids();
+             py::array_t<std::int64_t> out(static_cast<py::ssize_t>(ids.size()));
+             std::copy(ids.begin(), ids.end(), out.mutable_data());
+             return out;
+           })
       .def_property("num_threads", &Core::num_threads, &Core::set_num_threads)
       .def("validate_points",
            [](const Core& self, const FloatArray& x, const std::string& what) {

@@ -27,6 +27,10 @@ std::size_t IndexCore::slots() const {
   std::shared_lock<std::shared_mutex> g(rw_);
   return storage_.slots();
 }
+std::vector<std::int64_t> IndexCore::slot_ids() const {
+  std::shared_lock<std::shared_mutex> g(rw_);
+  return std::vector<std::int64_t>(storage_.ids(), storage_.ids() + storage_.slots());
+}
 std::int64_t IndexCore::next_auto_id() const {
   std::shared_lock<std::shared_mutex> g(rw_);
   return std::max<std::int64_t>(static_cast<std::int64_t>(storage_.live()),

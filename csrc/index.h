@@ -29,6 +29,8 @@ class IndexCore {
   double curvature() const { return storage_.curvature(); }
   std::size_t ntotal() const;
   std::size_t slots() const;
+  // The id stored in each slot (removed points' slots included), in slot order.
+  std::vector<std::int64_t> slot_ids() const;
   // The id add() would give the next row: max(ntotal, 1 + largest id ever stored).
   std::int64_t next_auto_id() const;
   int num_threads() const;

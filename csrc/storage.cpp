@@ -155,6 +155,7 @@ VectorStorage VectorStorage::restore(std::size_t dim, double curvature, std::vec
       throw FormatError("stored id " + std::to_string(s.ids_[i]) +
                         " exceeds the id high-water mark");
     if (s.deleted_[i]) continue;
+    if (s.ids_[i] == -1) throw FormatError("a stored point has the id -1 (the padding id)");
     if (!s.slot_of_id_.emplace(s.ids_[i], static_cast<std::uint32_t>(i)).second)
       throw FormatError("stored id " + std::to_string(s.ids_[i]) + " is live twice");
     ++s.live_;

@@ -414,14 +414,19 @@ class ColumnStore:
         return path.stat().st_size, file_crc32(path)
 
     @classmethod
-    def read(cls, path: Path, expected_rows: int) -> ColumnStore:
-        """Loads a file written by :meth:`write` (memory-mapped; the checksum is checked by the
-        caller first). Raises ValueError when the schema or row count is not ours."""
+    def read(cls, path: Path, expected_ids: NDArray[np.int64]) -> ColumnStore:
+        """Loads a file written by :meth:`write` (metadata memory-mapped; the checksum is checked
+        by the caller first) for an index whose slots hold ``expected_ids``. Every array is
+        validated in full before anything reads it; IndexFormatError names what is wrong."""
+        from ._checked import checked_table
+        from ._core import IndexFormatError
+
         try:
             source = pa.memory_map(str(path), "r")
             table = ipc.open_file(source).read_all()
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise ValueError(f"{path} is not a readable Arrow IPC file: {exc}") from None
+        except (pa.ArrowException, OSError) as exc:
+            raise IndexFormatError(f"{path} is not a readable Arrow IPC file: {exc}") from None
+        checked_table(table, str(path))
         expected = {
             "id": pa.int64(),
             "t": TIME_TYPE,
@@ -431,29 +436,43 @@ class ColumnStore:
         }
         for i, (name, typ) in enumerate(expected.items()):
             if i >= table.num_columns or table.column_names[i] != name or table.schema.field(i).type != typ:
-                raise ValueError(f"{path}: column {i} is not {name} ({typ})")
-        if table.num_rows != expected_rows:
-            raise ValueError(f"{path} has {table.num_rows} rows, the index has {expected_rows} slots")
-        store = cls()
+                raise IndexFormatError(f"{path}: column {i} is not {name} ({typ})")
+        names = table.column_names
+        if len(set(names)) != len(names) or any(n in RESERVED_COLUMNS for n in names[len(expected) :]):
+            raise IndexFormatError(f"{path}: duplicate or reserved column names {names}")
         n = table.num_rows
+        if n != expected_ids.shape[0]:
+            raise IndexFormatError(f"{path} has {n} rows, the index has {expected_ids.shape[0]} slots")
+        for name in ("id", "t", "access_count"):
+            if table.column(name).null_count:
+                raise IndexFormatError(f"{path}: column {name} has missing values")
 
         def ints(name: str, missing: int) -> NDArray[np.int64]:
             col = table.column(name).combine_chunks().cast(pa.int64())
-            values = np.asarray(col.fill_null(missing).to_numpy(zero_copy_only=False), dtype=np.int64)
-            return values
+            return np.asarray(col.fill_null(missing).to_numpy(zero_copy_only=False), dtype=np.int64)
 
+        store = cls()
         store._grow(n)
         store._ids[:n] = ints("id", 0)
+        if not np.array_equal(store._ids[:n], expected_ids):
+            raise IndexFormatError(f"{path}: the id column disagrees with the vectors file")
         store._t[:n] = ints("t", 0)
         store._valid_from[:n] = ints("valid_from", _time.OPEN_START)
         store._valid_until[:n] = ints("valid_until", _time.OPEN_END)
+        try:
+            _time._check_range(store._t[:n], np.zeros(n, dtype=bool), "t")
+            for name, arr, open_value in (
+                ("valid_from", store._valid_from[:n], _time.OPEN_START),
+                ("valid_until", store._valid_until[:n], _time.OPEN_END),
+            ):
+                _time._check_range(arr, arr == open_value, name)
+            check_window(store._valid_from[:n], store._valid_until[:n])
+        except ValueError as exc:
+            raise IndexFormatError(f"{path}: {exc}") from None
         store._access[:n] = np.asarray(
-            table.column("access_count").combine_chunks().fill_null(0).to_numpy(zero_copy_only=False),
-            dtype=np.uint32,
+            table.column("access_count").combine_chunks().to_numpy(zero_copy_only=False), dtype=np.uint32
         )
-        if table.column("t").null_count:
-            raise ValueError(f"{path}: column t has missing values")
-        meta_names = table.column_names[len(expected) :]
+        meta_names = names[len(expected) :]
         store._rows = _Rows(n, table.select(meta_names) if meta_names else None)
         return store
 

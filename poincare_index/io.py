@@ -26,7 +26,11 @@ import zlib
 from pathlib import Path
 from typing import Any, Union
 
+import numpy as np
+from numpy.typing import NDArray
+
 from . import _core
+from ._checked import checked_dict, checked_float, checked_int, checked_str
 from ._core import IndexFormatError
 from .columns import ColumnStore, file_crc32
 from .index import PoincareFlatIndex, PoincareIndex, _IndexBase, _threads
@@ -134,8 +138,8 @@ def _read_manifest(root: Path) -> dict[str, Any]:
         raise IndexFormatError(f"{root} has no {MANIFEST}: not a saved poincare_index")
     try:
         manifest = json.loads(mpath.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise IndexFormatError(f"{mpath} is not valid JSON: {exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise IndexFormatError(f"{mpath} is not valid JSON: {exc!r}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
         raise IndexFormatError(f"{mpath} is not a poincare_index manifest")
     version = manifest.get("format_version")
@@ -150,12 +154,11 @@ def _read_manifest(root: Path) -> dict[str, Any]:
 
 
 def _data_file(root: Path, manifest: dict[str, Any], role: str) -> str:
-    try:
-        entry = manifest["files"][role]
-        name, size = entry["name"], entry["size"]
-    except (KeyError, TypeError):
-        raise IndexFormatError(f"{root}/{MANIFEST} does not list a {role} file") from None
-    if not isinstance(name, str) or not _DATA_FILE.match(name) or not name.startswith(role + "-"):
+    where = f"{root}/{MANIFEST} files"
+    entry = checked_dict(checked_dict(manifest, "files", f"{root}/{MANIFEST}"), role, where)
+    name = checked_str(entry, "name", f"{where}.{role}")
+    size = checked_int(entry, "size", f"{where}.{role}", 0)
+    if not _DATA_FILE.match(name) or not name.startswith(role + "-"):
         raise IndexFormatError(f"{root}/{MANIFEST} names an invalid {role} file {name!r}")
     fpath = root / name
     if not fpath.is_file():
@@ -166,53 +169,52 @@ def _data_file(root: Path, manifest: dict[str, Any], role: str) -> str:
     return str(fpath)
 
 
-def _read_columns(root: Path, manifest: dict[str, Any], slots: int) -> ColumnStore:
+def _read_columns(root: Path, manifest: dict[str, Any], slot_ids: NDArray[np.int64]) -> ColumnStore:
     path = Path(_data_file(root, manifest, "columns"))
-    expected = manifest["files"]["columns"].get("crc32")
+    expected = checked_int(
+        manifest["files"]["columns"], "crc32", f"{root}/{MANIFEST} files.columns", 0, 2**32 - 1
+    )
     if file_crc32(path) != expected:
         raise IndexFormatError(f"{path}: checksum mismatch, the columns file is corrupted")
-    try:
-        return ColumnStore.read(path, slots)
-    except ValueError as exc:
-        raise IndexFormatError(str(exc)) from None
+    return ColumnStore.read(path, slot_ids)
 
 
 def read_index(path: PathLike, num_threads: int | None = None) -> _IndexBase:
     """Load a PoincareIndex or PoincareFlatIndex saved with :func:`write_index`.
 
     Raises FileNotFoundError if nothing is at ``path`` and IndexFormatError (a ValueError) if
-    it is not a valid saved index: foreign, truncated, corrupted, or from another format version.
+    it is not a valid saved index: foreign, truncated, corrupted, crafted, or from another
+    format version. Every field of the manifest is checked, and must agree with the data files.
     """
     root = Path(path)
-    manifest = _read_manifest(root)
     threads = _threads(num_threads)
-    kind = manifest.get("kind")
+    manifest = _read_manifest(root)
+    where = f"{root}/{MANIFEST}"
+    kind = checked_str(manifest, "kind", where, ("flat", "hnsw"))
+    expected = (
+        checked_int(manifest, "dim", where, 1, 1 << 20),
+        checked_float(manifest, "curvature", where, positive=True),
+        checked_int(manifest, "ntotal", where, 0, 2**32 - 1),
+        checked_int(manifest, "slots", where, 0, 2**32 - 1),
+    )
     vectors = _data_file(root, manifest, "vectors")
     if kind == "flat":
         core = _core.FlatIndexCore.load(vectors, threads)
         index: _IndexBase = PoincareFlatIndex._from_core(core)
-    elif kind == "hnsw":
+    else:
+        params = checked_dict(manifest, "params", where)
+        graph_params = (
+            checked_int(params, "M", f"{where} params", 2, 256),
+            checked_int(params, "ef_construction", f"{where} params", 1, 2**31 - 1),
+            checked_int(params, "seed", f"{where} params", 0, 2**64 - 1),
+        )
+        ef_search = checked_int(params, "ef_search", f"{where} params", 1, 2**31 - 1)
         graph = _data_file(root, manifest, "graph")
         core = _core.HnswIndexCore.load(vectors, graph, threads)
-        params = manifest.get("params") or {}
-        ef_search = params.get("ef_search")
-        if not isinstance(ef_search, int) or ef_search < 1:
-            raise IndexFormatError(f"{root}/{MANIFEST}: invalid ef_search {ef_search!r}")
-        index = PoincareIndex._from_core(core, _ef_search=ef_search)
-        if (core.M, core.ef_construction, core.seed) != (
-            params.get("M"),
-            params.get("ef_construction"),
-            params.get("seed"),
-        ):
+        if (core.M, core.ef_construction, core.seed) != graph_params:
             raise IndexFormatError(f"{root}: graph parameters disagree with the manifest")
-    else:
-        raise IndexFormatError(f"{root}/{MANIFEST}: unknown index kind {kind!r}")
-    index._columns = _read_columns(root, manifest, int(core.slots))
-    if (core.dim, core.curvature, core.ntotal, core.slots) != (
-        manifest.get("dim"),
-        manifest.get("curvature"),
-        manifest.get("ntotal"),
-        manifest.get("slots"),
-    ):
+        index = PoincareIndex._from_core(core, _ef_search=ef_search)
+    if (core.dim, core.curvature, core.ntotal, core.slots) != expected:
         raise IndexFormatError(f"{root}: data files disagree with the manifest (dim, curvature or size)")
+    index._columns = _read_columns(root, manifest, core.slot_ids())
     return index

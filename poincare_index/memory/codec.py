@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .. import decay as _decay
-from .._time import datetime_to_micros, micros_to_datetime
+from .._time import MAX_TIME_US, MIN_TIME_US, datetime_to_micros, micros_to_datetime
 
 __all__ = ["policy_to_json", "policy_from_json", "value_to_json", "value_from_json", "check_metadata_value"]
 
@@ -33,12 +33,30 @@ def policy_to_json(policy: _decay.DecayPolicy | None) -> Any:
     raise TypeError(f"decay must be a poincare_index decay policy or None, got {type(policy).__name__}")
 
 
-def policy_from_json(spec: Any) -> _decay.DecayPolicy | None:
+def policy_from_json(spec: Any, depth: int = 0) -> _decay.DecayPolicy | None:
+    """The policy :func:`policy_to_json` wrote; ValueError/TypeError for anything else."""
     if spec is None:
         return None
-    if not isinstance(spec, dict) or "type" not in spec:
+    if not isinstance(spec, dict) or not isinstance(spec.get("type"), str):
         raise ValueError(f"not a saved decay policy: {spec!r}")
+    if depth > 8:
+        raise ValueError("saved decay policy nests Products more than 8 deep")
+    fields = {
+        "HalfLife": ("hours",),
+        "Ebbinghaus": ("stability_hours", "boost_per_access"),
+        "ValidityWindow": ("outside_weight",),
+        "Exponential": ("rate", "per_seconds"),
+        "Product": ("policies",),
+    }
     kind = spec["type"]
+    if kind not in fields:
+        raise ValueError(f"unknown saved decay policy type {kind!r}")
+    missing = [f for f in fields[kind] if f not in spec]
+    if missing:
+        raise ValueError(f"saved {kind} policy lacks {', '.join(missing)}")
+    numbers = [spec[f] for f in fields[kind] if f != "policies"]
+    if any(type(v) not in (int, float) or (type(v) is int and abs(v) > 2**63) for v in numbers):
+        raise TypeError(f"saved {kind} policy has a parameter that is not a number: {spec!r}")
     if kind == "HalfLife":
         return _decay.HalfLife(hours=spec["hours"])
     if kind == "Ebbinghaus":
@@ -48,11 +66,13 @@ def policy_from_json(spec: Any) -> _decay.DecayPolicy | None:
     if kind == "ValidityWindow":
         return _decay.ValidityWindow(outside_weight=spec["outside_weight"])
     if kind == "Exponential":
+        if not math.isfinite(spec["per_seconds"]) or not 0 < spec["per_seconds"] < 8e13:
+            raise ValueError(f"saved Exponential policy has per_seconds {spec['per_seconds']!r}")
         return _decay.Exponential(rate=spec["rate"], per=timedelta(seconds=spec["per_seconds"]))
-    if kind == "Product":
-        parts = [policy_from_json(p) for p in spec["policies"]]
-        return _decay.Product(*[p for p in parts if p is not None])
-    raise ValueError(f"unknown saved decay policy type {kind!r}")
+    if not isinstance(spec["policies"], list):
+        raise TypeError("saved Product policy: policies must be a list")
+    parts = [policy_from_json(p, depth + 1) for p in spec["policies"]]
+    return _decay.Product(*[p for p in parts if p is not None])
 
 
 def check_metadata_value(key: str, value: Any, where: str) -> None:
@@ -76,6 +96,10 @@ def value_to_json(value: Any) -> Any:
 
 
 def value_from_json(value: Any) -> Any:
-    if isinstance(value, dict) and "$datetime_us" in value:
-        return micros_to_datetime(int(value["$datetime_us"])).astimezone(timezone.utc)
+    """The metadata value :func:`value_to_json` wrote; ValueError for one it cannot have."""
+    if isinstance(value, dict):
+        us = value.get("$datetime_us")
+        if len(value) != 1 or type(us) is not int or not MIN_TIME_US <= us <= MAX_TIME_US:
+            raise ValueError(f"saved metadata value {value!r} is not a datetime in 1678..2261")
+        return micros_to_datetime(us).astimezone(timezone.utc)
     return value

@@ -11,10 +11,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .. import _time
+from .._checked import checked_int, checked_list, checked_str
 from .._core import IndexFormatError
 from .codec import value_from_json, value_to_json
 from .log import LogWriter, iter_records
-from .rows import Batch
+from .rows import Batch, make_batch
 
 __all__ = ["MemoryJournal"]
 
@@ -122,42 +123,98 @@ class MemoryJournal:
         assert self._ns is not None
         snapshot, snap_seq = self._ns.current()
         if snapshot is not None:
-            self._index, self._mids, self._texts = self._ns.read_snapshot(snapshot, self._index.num_threads)
+            self._index, self._mids, self._texts = self._ns.read_snapshot(
+                snapshot, snap_seq, self._index.num_threads
+            )
             self._tune_index(ef_search)
             self._row_of = {m: r for r, m in enumerate(self._mids) if m is not None}
         self._seq = snap_seq
         for seq, header, blob in iter_records(self._ns.log_paths(), snap_seq):
-            self._replay(header, blob)
+            self._replay(seq, header, blob)
             self._seq = seq
             self._since_checkpoint += 1
         return snapshot
 
-    def _replay(self, header: dict[str, Any], blob: bytes) -> None:
-        op = header["op"]
+    def _replay(self, seq: int, header: dict[str, Any], blob: bytes) -> None:
+        """Applies one logged operation after checking it as the call that logged it checked
+        its arguments (the same validators, then the same state checks: ids not held, rows
+        that hold a memory), so a crafted log cannot build a state no sequence of calls
+        builds. Anything wrong is an IndexFormatError naming the record."""
+        where = f"{self._ns.dir}: log record {seq}"
+        try:
+            self._replay_checked(where, header, blob)
+        except IndexFormatError:
+            raise
+        except (ValueError, TypeError) as exc:  # what the public API's validators raise
+            raise IndexFormatError(f"{where}: {exc}") from None
+
+    def _replay_checked(self, where: str, header: dict[str, Any], blob: bytes) -> None:
+        op = checked_str(header, "op", where, _OPS)
+        n_rows = len(self._mids)
         if op in ("add", "update"):
-            batch = batch_from_json(header)
-            vecs = np.frombuffer(blob, dtype="<f4").reshape(len(batch), self._config.embedder.dim)
-            rows = self._apply_add(batch, vecs, access=header.get("access"))
-            if rows != [int(r) for r in header["rows"]]:
+            batch = batch_from_json(header, where)
+            dim = self._config.embedder.dim
+            if len(batch) == 0 or len(blob) != len(batch) * dim * 4:
                 raise IndexFormatError(
-                    f"{self._ns.dir}: the log does not follow its snapshot (rows {header['rows'][:3]}...)"
+                    f"{where}: {len(batch)} memories with {len(blob)} bytes of vectors "
+                    f"(expected {len(batch) * dim * 4})"
                 )
+            vecs = np.frombuffer(blob, dtype="<f4").reshape(len(batch), dim)
+            rows = checked_list(header, "rows", where, len(batch))
+            if rows != list(range(n_rows, n_rows + len(batch))):
+                raise IndexFormatError(f"{where}: the log does not follow its snapshot (rows {rows[:3]}...)")
+            access = None
             if op == "update":
-                self._apply_delete([int(header["old"])], forget_id=False)
+                old = self._live_row(checked_int(header, "old", where, 0, n_rows - 1), where)
+                if batch.ids != [self._mids[old]]:
+                    raise IndexFormatError(f"{where}: an update of row {old} names another memory")
+                (count,) = checked_list(header, "access", where, 1)
+                access = [checked_int({"access": count}, "access", where, 0, 2**32 - 1)]
+            else:
+                for mid in batch.ids:
+                    if mid in self._row_of:
+                        raise IndexFormatError(f"{where}: adds memory id {mid!r}, which is already held")
+            self._apply_add(batch, vecs, access=access)
+            if op == "update":
+                self._apply_delete([old], forget_id=False)
         elif op == "set":
-            batch = batch_from_json(header)
-            row = int(header["row"])
-            if len(batch) != 1 or not 0 <= row < len(self._mids) or self._mids[row] != batch.ids[0]:
-                raise IndexFormatError(f"{self._ns.dir}: a log record updates a row it does not hold")
+            batch = batch_from_json(header, where)
+            row = self._live_row(checked_int(header, "row", where, -1), where)
+            if len(batch) != 1 or self._mids[row] != batch.ids[0]:
+                raise IndexFormatError(f"{where}: a log record updates a row it does not hold")
             self._apply_set(row, batch, self._row_metadata(row, batch))
         elif op == "delete":
-            self._apply_delete([int(r) for r in header["rows"]])
+            rows = [self._live_row(r, where) for r in _row_list(header, where)]
+            if len(set(rows)) != len(rows):
+                raise IndexFormatError(f"{where}: deletes a row twice")
+            self._apply_delete(rows)
         elif op == "invalidate":
-            self._apply_invalidate(int(header["row"]), int(header["until"]))
-        elif op == "touch":
-            self._apply_touch([int(r) for r in header["rows"]])
-        else:
-            raise ValueError(f"unknown log operation {op!r}")
+            row = self._live_row(checked_int(header, "row", where, -1), where)
+            until = checked_int(header, "until", where, _time.MIN_TIME_US, _time.MAX_TIME_US)
+            if until <= int(self._index._columns._valid_from[row]):
+                raise IndexFormatError(f"{where}: closes row {row}'s window before it opens")
+            self._apply_invalidate(row, until)
+        else:  # touch: rows deleted since the search that touched them are counted all the same
+            rows = _row_list(header, where)
+            if any(not 0 <= r < n_rows for r in rows):
+                raise IndexFormatError(f"{where}: touches a row past the {n_rows} rows")
+            self._apply_touch(rows)
+
+    def _live_row(self, row: Any, where: str) -> int:
+        """``row`` if it is an int naming a row that holds a memory."""
+        if type(row) is not int or not 0 <= row < len(self._mids) or self._mids[row] is None:
+            raise IndexFormatError(f"{where}: row {row!r} holds no memory")
+        return row
+
+
+_OPS = ("add", "update", "set", "delete", "invalidate", "touch")
+
+
+def _row_list(header: dict[str, Any], where: str) -> list[int]:
+    rows = checked_list(header, "rows", where)
+    if any(type(r) is not int for r in rows):
+        raise IndexFormatError(f"{where}: field 'rows' must hold integers")
+    return rows
 
 
 def _json_time(values: NDArray[np.int64], open_end: int) -> list[int | None]:
@@ -173,12 +230,27 @@ def batch_json(batch: Batch) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def batch_from_json(h: dict[str, Any]) -> Batch:
-    def times(values: list[int | None], open_end: int) -> NDArray[np.int64]:
-        return np.array([open_end if v is None else v for v in values], dtype=np.int64)
+def batch_from_json(h: dict[str, Any], where: str) -> Batch:
+    """The batch a log record holds, through the validator the public calls use (make_batch):
+    TypeError/ValueError for a value no call would have logged."""
+    ids = checked_list(h, "ids", where)
+    n = len(ids)
+    if any(not isinstance(i, str) for i in ids):
+        raise IndexFormatError(f"{where}: field 'ids' must hold strings")
 
-    return Batch(
-        list(h["ids"]), list(h["texts"]), np.asarray(h["t"], dtype=np.int64),
-        times(h["valid_from"], _time.OPEN_START), times(h["valid_until"], _time.OPEN_END),
-        [{k: value_from_json(v) for k, v in m.items()} for m in h["metadata"]],
-    )  # fmt: skip
+    def times(key: str, nullable: bool) -> NDArray[np.datetime64]:
+        values = checked_list(h, key, where, n)
+        if any(not (type(v) is int or (nullable and v is None)) for v in values):
+            raise IndexFormatError(
+                f"{where}: field {key!r} must hold integers{' or null' if nullable else ''}"
+            )
+        if any(v is not None and not _time.MIN_TIME_US <= v <= _time.MAX_TIME_US for v in values):
+            raise IndexFormatError(f"{where}: field {key!r} holds a time outside 1678..2261")
+        return np.array(["NaT" if v is None else v for v in values], dtype="datetime64[us]").reshape(n)
+
+    t, vf, vu = times("t", False), times("valid_from", True), times("valid_until", True)
+    metas = checked_list(h, "metadata", where, n)
+    if any(not isinstance(m, dict) for m in metas):
+        raise IndexFormatError(f"{where}: field 'metadata' must hold objects")
+    decoded = [{k: value_from_json(v) for k, v in m.items()} for m in metas]
+    return make_batch(checked_list(h, "texts", where, n), ids, t, vf, vu, decoded, 0)

@@ -80,8 +80,10 @@ def read_log(path: Path) -> tuple[list[tuple[int, dict[str, Any], bytes]], int]:
             break  # the last record, torn
         try:
             (head_len,) = struct.unpack_from("<I", body, 0)
+            if head_len > len(body) - 4:
+                raise ValueError(f"header length {head_len} runs past the record")
             header = json.loads(body[4 : 4 + head_len].decode("utf-8"))
-        except (struct.error, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (struct.error, ValueError, RecursionError) as exc:  # JSON/UTF-8 errors are ValueErrors
             raise IndexFormatError(f"{path}: record at byte {pos} is malformed: {exc}") from None
         out.append((seq, header, body[4 + head_len :]))
         pos = end
@@ -134,11 +136,21 @@ class LogWriter:
 
 
 def iter_records(paths: list[Path], after: int) -> Iterator[tuple[int, dict[str, Any], bytes]]:
-    """The records with sequence numbers above ``after``, in order, from the given logs."""
+    """The records with sequence numbers above ``after``, in order, from the given logs.
+
+    Sequence numbers go up by one per acknowledged operation (a failed append is cut off and
+    its number reused), so past ``after`` each record must be the next number: a gap or a step
+    back means records were lost or spliced in, and is an IndexFormatError."""
     last = after
     for path in paths:
         for seq, header, blob in read_log(path)[0]:
-            if seq <= last:
-                continue
+            if seq <= after:
+                continue  # already in the snapshot (a log the checkpoint had not yet removed)
+            if seq != last + 1:
+                raise IndexFormatError(
+                    f"{path}: record {seq} follows record {last}: the log has lost or foreign records"
+                )
+            if not isinstance(header, dict):
+                raise IndexFormatError(f"{path}: record {seq} has a header that is not an object")
             last = seq
             yield seq, header, blob

@@ -28,12 +28,17 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
+from .._checked import checked_dict, checked_float, checked_int, checked_str, checked_table
 from .._core import IndexFormatError
 from ..columns import file_crc32
+from ..decay import check_future_weight
+from ..embed import HashingEmbedder
 from ..index import PoincareIndex
 from ..io import _fsync_dir, _manifest_checksum, read_index, write_index
+from .codec import policy_from_json
 
 __all__ = ["StoreLockedError", "NamespaceDir", "valid_namespace"]
 
@@ -42,6 +47,7 @@ CONFIG_VERSION = 1
 _NAMESPACE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 _SNAP = re.compile(r"^snap-(\d{16})(?:-[0-9a-f]{8})?$")
 _LOG = re.compile(r"^log-(\d{16})\.bin$")
+_ROWS_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string())])
 
 
 class StoreLockedError(RuntimeError):
@@ -75,8 +81,8 @@ def read_json_checked(path: Path, what: str) -> dict[str, Any]:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise IndexFormatError(f"{path}: {what} is unreadable: {exc}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise IndexFormatError(f"{path}: {what} is unreadable: {exc!r}") from None
     if not isinstance(doc, dict) or "checksum" not in doc:
         raise IndexFormatError(f"{path}: {what} has no checksum")
     stored = doc.pop("checksum")
@@ -129,6 +135,7 @@ class NamespaceDir:
 
     # ---- configuration -----------------------------------------------------------------------
     def read_config(self) -> dict[str, Any]:
+        """The saved configuration, every field checked (IndexFormatError naming it)."""
         doc = read_json_checked(self.dir / "config.json", "the store configuration")
         if doc.get("format") != CONFIG_FORMAT:
             raise IndexFormatError(f"{self.dir}: not a poincare_memory store")
@@ -137,6 +144,28 @@ class NamespaceDir:
                 f"{self.dir}: store format version {doc.get('version')} is not supported "
                 f"(this build reads {CONFIG_VERSION})"
             )
+        where = f"{self.dir}/config.json"
+        spec = checked_dict(doc, "embedder", where)
+        checked_str(spec, "name", f"{where} embedder")
+        kind = checked_str(spec, "kind", f"{where} embedder", ("hashing", "minilm", "custom"))
+        dim = checked_int(spec, "dim", f"{where} embedder", 1, 1 << 20)
+        if kind == "hashing":
+            checked_float(spec, "radius", f"{where} embedder", positive=True)
+        elif kind == "minilm":
+            checked_float(spec, "scale", f"{where} embedder", positive=True)
+        for key in ("depth_bias", "time_coef", "future_weight"):
+            checked_float(doc, key, where)
+        checked_int(doc, "M", where, 2, 256)
+        checked_int(doc, "ef_construction", where, 1, 2**31 - 1)
+        if "decay" not in doc:
+            raise IndexFormatError(f"{where}: field 'decay' is missing")
+        try:
+            check_future_weight(doc["future_weight"])
+            policy_from_json(doc["decay"])
+            if kind == "hashing":
+                HashingEmbedder(dim=dim, radius=float(spec["radius"]))
+        except (ValueError, TypeError) as exc:
+            raise IndexFormatError(f"{where}: {exc}") from None
         return doc
 
     def write_config(self, body: dict[str, Any]) -> None:
@@ -185,26 +214,50 @@ class NamespaceDir:
         return name
 
     def read_snapshot(
-        self, name: str, num_threads: int | None
+        self, name: str, seq: int, num_threads: int | None
     ) -> tuple[PoincareIndex, list[str | None], list[str | None]]:
+        """The snapshot ``name`` that CURRENT names at ``seq``, every part checked: the manifest's
+        fields, the rows file in full (Arrow validation, schema, one live memory per id), and
+        the index, whose live rows must be exactly the rows holding a memory."""
         snap = self.dir / name
+        where = f"{snap}/manifest.json"
         manifest = read_json_checked(snap / "manifest.json", "the snapshot manifest")
+        if checked_int(manifest, "seq", where, 0) != seq:
+            raise IndexFormatError(f"{where}: sequence number {manifest['seq']} is not CURRENT's {seq}")
+        n_rows = checked_int(manifest, "rows", where, 0, 2**32 - 1)
+        rows_crc = checked_int(manifest, "rows_crc32", where, 0, 2**32 - 1)
         rows_path = snap / "rows.arrow"
-        if not rows_path.exists() or file_crc32(rows_path) != manifest["rows_crc32"]:
+        if not rows_path.is_file() or file_crc32(rows_path) != rows_crc:
             raise IndexFormatError(f"{rows_path}: missing or fails its checksum (corrupted snapshot)")
         try:
             with pa.memory_map(str(rows_path)) as source:
                 rows = pa.ipc.open_file(source).read_all()
-        except (pa.ArrowInvalid, OSError) as exc:
+        except (pa.ArrowException, OSError) as exc:
             raise IndexFormatError(f"{rows_path}: unreadable: {exc}") from None
+        checked_table(rows, str(rows_path))
+        if rows.schema != _ROWS_SCHEMA or rows.num_rows != n_rows:
+            raise IndexFormatError(
+                f"{rows_path}: expected {n_rows} rows of {_ROWS_SCHEMA.names} strings, got "
+                f"{rows.num_rows} rows of {rows.schema}"
+            )
+        mids, texts = rows.column("id").to_pylist(), rows.column("text").to_pylist()
         index = read_index(snap / "index", num_threads=num_threads)
-        if (
-            not isinstance(index, PoincareIndex)
-            or rows.num_rows != manifest["rows"]
-            or len(index.columns) != rows.num_rows
-        ):
+        if not isinstance(index, PoincareIndex) or len(index.columns) != n_rows:
             raise IndexFormatError(f"{snap}: the index and the rows file disagree (corrupted snapshot)")
-        return index, rows.column("id").to_pylist(), rows.column("text").to_pylist()
+        held = [m is not None for m in mids]
+        if held != [t is not None for t in texts]:
+            raise IndexFormatError(f"{rows_path}: a row has a memory id without a text, or the reverse")
+        live = np.zeros(n_rows, dtype=bool)
+        slot_ids = index._core.slot_ids()
+        if not np.array_equal(slot_ids, np.arange(n_rows)):
+            raise IndexFormatError(f"{snap}: the index's ids are not its rows")
+        live[[r for r in range(n_rows) if r in index]] = True
+        if not np.array_equal(live, np.array(held, dtype=bool)):
+            raise IndexFormatError(f"{snap}: the index's live rows are not the rows holding a memory")
+        ids = [m for m in mids if m is not None]
+        if len(set(ids)) != len(ids):
+            raise IndexFormatError(f"{rows_path}: a memory id is held by two rows")
+        return index, mids, texts
 
     # ---- logs --------------------------------------------------------------------------------
     def log_paths(self) -> list[Path]:
