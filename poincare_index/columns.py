@@ -121,6 +121,7 @@ def metadata_table(metadata: Any, n: int) -> pa.Table | None:
             table = table.set_column(i, field.name, table.column(i).cast(field.type.value_type))
     if len(set(table.column_names)) != len(table.column_names):
         raise ValueError("metadata has duplicate column names")
+    check_metadata_times(table)
     if table.num_rows != n:
         raise ValueError(f"metadata has {table.num_rows} rows, expected {n} (one per row of x)")
     return table
@@ -473,8 +474,43 @@ class ColumnStore:
             table.column("access_count").combine_chunks().to_numpy(zero_copy_only=False), dtype=np.uint32
         )
         meta_names = names[len(expected) :]
-        store._rows = _Rows(n, table.select(meta_names) if meta_names else None)
+        meta = table.select(meta_names) if meta_names else None
+        if meta is not None:
+            try:
+                check_metadata_times(meta)
+            except ValueError as exc:
+                raise IndexFormatError(f"{path}: {exc}") from None
+        store._rows = _Rows(n, meta)
         return store
+
+
+# Time-typed metadata is read back as datetime objects (results, to_pylist, the inspector):
+# values outside what datetime holds (years 1..9999) are refused where they come in.
+_DATETIME_MIN_US = -62_135_596_800_000_000  # 0001-01-01T00:00:00Z
+_DATETIME_MAX_US = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999Z
+
+
+def check_metadata_times(table: pa.Table) -> None:
+    """ValueError naming a timestamp or date metadata column with a value outside years 1..9999."""
+    import pyarrow.compute as pc
+
+    per_unit = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 0}  # ns: always inside the range
+    for field in table.schema:
+        typ = field.type
+        if pa.types.is_timestamp(typ):
+            us_per, raw = per_unit[typ.unit], pa.int64()
+        elif pa.types.is_date32(typ):
+            us_per, raw = 86_400_000_000, pa.int32()
+        elif pa.types.is_date64(typ):
+            us_per, raw = 1_000, pa.int64()
+        else:
+            continue
+        if not us_per:
+            continue
+        bounds = pc.min_max(table.column(field.name).cast(raw))
+        lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
+        if lo is not None and (lo * us_per < _DATETIME_MIN_US or hi * us_per > _DATETIME_MAX_US):
+            raise ValueError(f"metadata column {field.name!r} holds a time outside the years 1..9999")
 
 
 def _null_table(schema: pa.Schema, rows: int) -> pa.Table:

@@ -35,7 +35,7 @@ from .._checked import checked_dict, checked_float, checked_int, checked_str, ch
 from .._core import IndexFormatError
 from ..columns import file_crc32
 from ..decay import check_future_weight
-from ..embed import HashingEmbedder
+from ..embed import HashingEmbedder, MiniLMEmbedder
 from ..index import PoincareIndex
 from ..io import _fsync_dir, _manifest_checksum, read_index, write_index
 from .codec import policy_from_json
@@ -80,7 +80,7 @@ def read_json_checked(path: Path, what: str) -> dict[str, Any]:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise
+        raise IndexFormatError(f"{path}: {what} is missing") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise IndexFormatError(f"{path}: {what} is unreadable: {exc!r}") from None
     if not isinstance(doc, dict) or "checksum" not in doc:
@@ -108,7 +108,15 @@ class NamespaceDir:
 
     @property
     def exists(self) -> bool:
-        return (self.dir / "config.json").exists()
+        """Whether a store was created here. A directory holding a store's files but no
+        configuration lost it: IndexFormatError, never a fresh store written over the data."""
+        if (self.dir / "config.json").exists():
+            return True
+        if self.dir.is_dir() and any(
+            p.name == "CURRENT" or _SNAP.match(p.name) or _LOG.match(p.name) for p in self.dir.iterdir()
+        ):
+            raise IndexFormatError(f"{self.dir} holds a memory store's data but no config.json")
+        return False
 
     # ---- the writer lock ---------------------------------------------------------------------
     def lock(self) -> None:
@@ -162,10 +170,18 @@ class NamespaceDir:
         try:
             check_future_weight(doc["future_weight"])
             policy_from_json(doc["decay"])
+            rebuilt: Any = None  # the built-in embedders are rebuilt from their parameters
             if kind == "hashing":
-                HashingEmbedder(dim=dim, radius=float(spec["radius"]))
+                rebuilt = HashingEmbedder(dim=dim, radius=float(spec["radius"]))
+            elif kind == "minilm":
+                rebuilt = MiniLMEmbedder(scale=float(spec["scale"]))  # the model loads on first use
         except (ValueError, TypeError) as exc:
             raise IndexFormatError(f"{where}: {exc}") from None
+        if rebuilt is not None and (rebuilt.name, rebuilt.dim) != (spec["name"], dim):
+            raise IndexFormatError(
+                f"{where}: the embedder is named {spec['name']!r} (dim {dim}) but its parameters "
+                f"make {rebuilt.name!r} (dim {rebuilt.dim})"
+            )
         return doc
 
     def write_config(self, body: dict[str, Any]) -> None:
@@ -265,6 +281,8 @@ class NamespaceDir:
         for p in self.dir.iterdir() if self.dir.exists() else ():
             m = _LOG.match(p.name)
             if m:
+                if not p.is_file():
+                    raise IndexFormatError(f"{p}: a log that is not a regular file")
                 found.append((int(m.group(1)), p))
         return [p for _, p in sorted(found)]
 
