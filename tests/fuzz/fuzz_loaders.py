@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import random
+import re
 import resource
 import shutil
 import signal
@@ -59,6 +60,8 @@ class FuzzReport:
     outcomes: dict[str, int] = field(default_factory=dict)
     by_target: dict[str, dict[str, int]] = field(default_factory=dict)
     by_mutator: dict[str, int] = field(default_factory=dict)
+    # The most frequent refusal messages (paths and numbers blanked): which checks the cases reach.
+    refusal_reasons: dict[str, int] = field(default_factory=dict)
     failures: list[dict[str, object]] = field(default_factory=list)
 
     @property
@@ -213,6 +216,7 @@ def fuzz(args: argparse.Namespace) -> FuzzReport:
     scratch = Path(tempfile.mkdtemp(prefix="poincare-fuzz-"))
     seeds = build_seeds(scratch / "seeds")
     running: dict[int, tuple[str, int, Path, float]] = {}
+    reasons: dict[str, int] = {}
     start = time.monotonic()
     i = 0
 
@@ -244,6 +248,9 @@ def fuzz(args: argparse.Namespace) -> FuzzReport:
             report.failures.append(dict(failure, steps=steps.get("steps", []), detail=detail))
             print(f"FAIL {failure}: {steps.get('steps')}\n{detail}", file=sys.stderr)
         else:
+            if outcome == "refused" and (work / "RESULT").exists():
+                reason = _reason((work / "RESULT").read_text())
+                reasons[reason] = reasons.get(reason, 0) + 1
             shutil.rmtree(work, ignore_errors=True)
 
     def more() -> bool:
@@ -278,9 +285,17 @@ def fuzz(args: argparse.Namespace) -> FuzzReport:
         for pid in running:
             os.kill(pid, signal.SIGKILL)
         shutil.rmtree(scratch, ignore_errors=True)
+    report.refusal_reasons = dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:40])
     report.seconds = round(time.monotonic() - start, 1)
     report.execs_per_second = round(report.execs / max(report.seconds, 1e-9), 1)
     return report
+
+
+def _reason(message: str) -> str:
+    """A refusal message with its paths, numbers and quoted values blanked."""
+    text = re.sub(r"/\S*", "<path>", message.splitlines()[0] if message else "")
+    text = re.sub(r"'[^']*'|\"[^\"]*\"", "<value>", text)
+    return re.sub(r"-?\d[\d.e+-]*", "<n>", text)[:160]
 
 
 def replay(args: argparse.Namespace) -> int:
