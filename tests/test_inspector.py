@@ -294,3 +294,72 @@ def test_live_view_follows_accesses():
     view.search("rate limit", NOW, 2, None, None)
     view.sync(max_age=0)
     assert view.point("new")["access_count"] == 1
+
+
+def raw_request(server: InspectorServer, head: bytes) -> tuple[int, dict[str, str]]:
+    """Sends a hand-written request (any Host header) and returns (status, headers)."""
+    import socket
+
+    host, port = server.httpd.server_address[:2]
+    with socket.create_connection((host, port), timeout=10) as sock:
+        sock.sendall(head)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    lines = data.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    return status, {k.lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:])}
+
+
+def test_requests_naming_another_host_are_refused(tmp_path):
+    """A DNS-rebinding page reaches 127.0.0.1 under its own name: the Host header gives it away."""
+    mem = seed_store(None)
+    with InspectorServer(StoreView(mem)).start() as server:
+        port = server.httpd.server_address[1]
+        for host, status in (
+            (f"127.0.0.1:{port}", 200),
+            (f"localhost:{port}", 200),
+            (f"LOCALHOST:{port}", 200),
+            (f"[::1]:{port}", 200),
+            (f"evil.example:{port}", 421),
+            ("evil.example", 421),
+            (f"127.0.0.1:{port + 1}", 421),
+            (f"127.0.0.1.evil.example:{port}", 421),
+        ):
+            got, _ = raw_request(
+                server, f"GET /api/meta HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
+            )
+            assert got == status, host
+        got, _ = raw_request(server, b"GET /api/meta HTTP/1.0\r\n\r\n")  # no Host at all
+        assert got == 421
+
+
+def test_every_answer_carries_the_security_headers(tmp_path):
+    mem = seed_store(None)
+    with InspectorServer(StoreView(mem)).start() as server:
+        port = server.httpd.server_address[1]
+        for path in ("/", "/static/app.js", "/api/meta", "/api/nothing", "/api/point?id=nope"):
+            _, headers = raw_request(
+                server, f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode()
+            )
+            assert headers["x-content-type-options"] == "nosniff", path
+            csp = headers["content-security-policy"]
+            assert (
+                "default-src 'none'" in csp and "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
+            )
+
+
+def test_an_idle_connection_is_closed_and_frees_its_thread(tmp_path):
+    """Before: a socket that never sent a request held a server thread for 30 s."""
+    import socket
+
+    mem = seed_store(None)
+    with InspectorServer(StoreView(mem), connection_timeout=0.3).start() as server:
+        host, port = server.httpd.server_address[:2]
+        with socket.create_connection((host, port), timeout=10) as idle:
+            started = time.monotonic()
+            assert idle.recv(1) == b""  # the server hung up on the silent client
+            assert time.monotonic() - started < 8
+        assert get(server, "api/meta")["count"] == 2
+    with pytest.raises(ValueError, match="connection_timeout"):
+        InspectorServer(StoreView(mem), connection_timeout=0)

@@ -26,6 +26,19 @@ from .data import StoreView
 __all__ = ["InspectorServer", "parse_time"]
 
 _STATIC = {"app.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"}
+# Sent with every answer: the page runs only its own script and style, talks only to this
+# server, cannot be framed, and no response is sniffed as another type.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
 
 def parse_time(text: str | None) -> datetime | None:
@@ -51,9 +64,22 @@ def _static(name: str) -> bytes:
     return resources.files("poincare_index.inspector").joinpath("static", name).read_bytes()
 
 
+def host_allowed(host_header: str | None, port: int) -> bool:
+    """Whether a request's Host names this server by a loopback name and its port. A page from
+    another site that rebinds its own name to 127.0.0.1 still sends that name, so it is refused
+    (DNS rebinding); so are requests without a Host (HTTP/1.0 clients are not the browser page)."""
+    if not host_header:
+        return False
+    host = host_header.strip().lower()
+    return any(host == f"{name}:{port}" or (port == 80 and host == name) for name in LOOPBACK_NAMES)
+
+
 class _Handler(BaseHTTPRequestHandler):
     view: StoreView  # set on the subclass made per server
     lock: threading.Lock
+    # Seconds a connection may sit without sending its request (or reading the answer) before
+    # its thread gives up: idle sockets cannot pile up server threads.
+    timeout = 5.0
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         return
@@ -62,7 +88,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
+        for name, value in SECURITY_HEADERS.items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
 
@@ -71,6 +98,11 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, body, "application/json")
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        if not host_allowed(self.headers.get("Host"), self.server.server_address[1]):
+            self._json(
+                421, {"error": "this inspector answers only requests to 127.0.0.1, localhost or [::1]"}
+            )
+            return
         url = urlparse(self.path)
         q = {k: v[-1] for k, v in parse_qs(url.query).items()}
         try:
@@ -112,14 +144,26 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(405, {"error": "the inspector is read-only"})
 
 
-class InspectorServer:
-    """Serves one StoreView on 127.0.0.1:port (0: any free port) from a background thread."""
+class InspectorHTTPServer(ThreadingHTTPServer):
+    """A thread per connection. The listen queue holds 128 connections, not socketserver's 5:
+    with a full queue the kernel drops a new connection and the client's TCP retries after
+    1 s, then 3 s -- the ~1 s p99 of 20 concurrent clients (benchmarks/bench_inspector.py)."""
 
-    def __init__(self, view: StoreView, port: int = 0) -> None:
-        handler = type("Handler", (_Handler,), {"view": view, "lock": threading.Lock()})
+    request_queue_size = 128
+    daemon_threads = True
+
+
+class InspectorServer:
+    """Serves one StoreView on 127.0.0.1:port (0: any free port) from a background thread.
+    ``connection_timeout``: seconds a connection may stay silent before it is closed."""
+
+    def __init__(self, view: StoreView, port: int = 0, *, connection_timeout: float = 5.0) -> None:
+        if not connection_timeout > 0:
+            raise ValueError(f"connection_timeout must be > 0 seconds, got {connection_timeout!r}")
+        attrs = {"view": view, "lock": threading.Lock(), "timeout": float(connection_timeout)}
+        handler = type("Handler", (_Handler,), attrs)
         self.view = view
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
-        self.httpd.daemon_threads = True
+        self.httpd = InspectorHTTPServer(("127.0.0.1", port), handler)
         self._thread: threading.Thread | None = None
 
     @property
