@@ -90,9 +90,12 @@ def test_index_usable_after_fork(tree_data):
 def test_ctrl_c_during_long_add_is_honoured(tmp_path):
     script = textwrap.dedent(
         """
-        import sys, time
+        import signal, sys, time
         import numpy as np
         import poincare_index as pi
+        # A shell that starts jobs in the background (nohup ... &) makes them ignore SIGINT,
+        # and Python then installs no handler: the test restores Ctrl-C's usual meaning.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         from poincare_index.datasets import hierarchy
         x = hierarchy(200_000, 32, seed=0).points
         index = pi.PoincareIndex(32, ef_construction=200, num_threads=1)

@@ -7,6 +7,7 @@ import json
 import struct
 import subprocess
 import sys
+import tempfile
 import textwrap
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -61,10 +62,12 @@ def point_offsets_past_the_data(path: Path, column: str, root: Path) -> None:
 
 
 def loads_in_a_subprocess(code: str) -> subprocess.CompletedProcess[str]:
-    """Runs a load where a crash cannot take pytest with it."""
+    """Runs a load where a crash cannot take pytest with it, outside the checkout (whose
+    sources would shadow the installed package)."""
     return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120
-    )
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True, text=True, timeout=120, cwd=tempfile.gettempdir(),
+    )  # fmt: skip
 
 
 def test_string_offsets_past_the_data_in_a_saved_index_are_refused(tmp_path):

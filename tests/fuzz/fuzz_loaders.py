@@ -204,7 +204,7 @@ def build_seeds(root: Path) -> dict[str, Path]:
         f"import sys; sys.path.insert(0, {str(HERE.parent)!r}); from pathlib import Path; "
         f"import fuzz.corpus as c; c.build(Path({str(root)!r}))"
     )
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=root.parent)  # not the checkout
     return {t: root / t for t in TARGETS}
 
 
