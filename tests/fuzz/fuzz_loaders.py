@@ -104,7 +104,12 @@ def exercise_index(path: Path, work: Path) -> None:
                 raise
     if isinstance(index, pi.PoincareIndex):
         index.check_integrity()
-    index.add(q * 0.5)
+    if int(index._core.next_auto_id) > 2**63 - 1 - len(q):  # valid: the high-water mark is the top id
+        used = index.columns.column("id").to_numpy()
+        free = np.setdiff1d(np.arange(len(q) + len(used)), used)
+        index.add_with_ids(q * 0.5, free[: len(q)])
+    else:
+        index.add(q * 0.5)
     index.remove_ids(index.columns.column("id").to_numpy()[:2])
     again = work / "resaved"
     index.save(again)
