@@ -44,6 +44,11 @@ class Case:
     def files(self, predicate: Callable[[Path], bool]) -> list[Path]:
         return sorted(p for p in self.root.rglob("*") if p.is_file() and predicate(p))
 
+    def pick(self, predicate: Callable[[Path], bool]) -> Path | None:
+        """One of the files matching ``predicate``, drawn at random (None: there is none)."""
+        targets = self.files(predicate)
+        return self.rng.choice(targets) if targets else None
+
 
 # ---- JSON documents ---------------------------------------------------------------------------
 
@@ -101,10 +106,9 @@ def mutate_value(doc: Any, rng: random.Random) -> tuple[Any, str]:
 
 
 def json_field(case: Case) -> bool:
-    targets = case.files(lambda p: p.name in JSON_CHECKSUMMED)
-    if not targets:
+    path = case.pick(lambda p: p.name in JSON_CHECKSUMMED)
+    if path is None:
         return False
-    path = case.rng.choice(targets)
     doc = _load_json(path)
     if doc is None:
         return False
@@ -141,11 +145,10 @@ def _fix_size_in_manifest(path: Path) -> None:
 
 
 def core_binary(case: Case) -> bool:
-    targets = case.files(lambda p: p.suffix == ".bin" and p.name.startswith(("vectors-", "graph-")))
-    if not targets:
+    path = case.pick(lambda p: p.suffix == ".bin" and p.name.startswith(("vectors-", "graph-")))
+    if path is None:
         return False
     rng = case.rng
-    path = rng.choice(targets)
     data = bytearray(path.read_bytes())
     body_end = len(data) - _TRAILER
     if body_end <= 16:
@@ -215,11 +218,10 @@ def _fix_arrow_checksums(case: Case, path: Path) -> None:
 def arrow_buffer(case: Case) -> bool:
     """Overwrites values inside one buffer of one array (offsets pointing past their data, a
     validity bitmap that disagrees with the null count, bytes that are not UTF-8, ...)."""
-    targets = case.files(lambda p: p.suffix == ".arrow")
-    if not targets:
+    path = case.pick(lambda p: p.suffix == ".arrow")
+    if path is None:
         return False
     rng = case.rng
-    path = rng.choice(targets)
     try:
         buffers = _arrow_buffers(path)
     except (pa.ArrowException, OSError):
@@ -244,11 +246,10 @@ def arrow_buffer(case: Case) -> bool:
 def arrow_table(case: Case) -> bool:
     """Rewrites an Arrow file as a valid IPC file of another table: a column dropped, renamed,
     retyped, reordered or nulled, rows cut or repeated."""
-    targets = case.files(lambda p: p.suffix == ".arrow")
-    if not targets:
+    path = case.pick(lambda p: p.suffix == ".arrow")
+    if path is None:
         return False
     rng = case.rng
-    path = rng.choice(targets)
     try:
         table = ipc.open_file(pa.BufferReader(path.read_bytes())).read_all()  # not mapped: rewritten below
         table.validate(full=True)
@@ -294,12 +295,15 @@ def arrow_table(case: Case) -> bool:
 # ---- the operation log ------------------------------------------------------------------------
 
 
+def _is_log(p: Path) -> bool:
+    return p.name.startswith("log-") and p.suffix == ".bin"
+
+
 def log_record(case: Case) -> bool:
-    targets = case.files(lambda p: p.name.startswith("log-") and p.suffix == ".bin")
+    path = case.pick(_is_log)
     rng = case.rng
-    if not targets:
+    if path is None:
         return False
-    path = rng.choice(targets)
     try:
         records, _ = read_log(path)
     except Exception:  # noqa: BLE001 - an earlier mutation broke it; nothing to build on
@@ -353,10 +357,9 @@ def _encode_raw(seq: int, header: Any, blob: bytes) -> bytes:
 
 def log_tail(case: Case) -> bool:
     """A log cut anywhere (a torn tail: the loss of what was never acknowledged is allowed)."""
-    targets = case.files(lambda p: p.name.startswith("log-") and p.suffix == ".bin")
-    if not targets:
+    path = case.pick(_is_log)
+    if path is None:
         return False
-    path = case.rng.choice(targets)
     data = path.read_bytes()
     cut = case.rng.randrange(0, len(data) + 1)
     path.write_bytes(data[:cut])
