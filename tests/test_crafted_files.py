@@ -268,3 +268,36 @@ def test_checksums_recomputed_by_the_helpers_match_the_loaders(tmp_path):
     ns = saved_store(tmp_path / "store")
     rewrite_log(ns, lambda records: records)
     assert len(Memory(path=ns.parent, read_only=True)) == 6
+
+
+def test_a_log_replaced_by_a_directory_or_a_missing_snapshot_manifest_is_refused(tmp_path):
+    ns = saved_store(tmp_path / "a")
+    (log,) = sorted(ns.glob("log-*.bin"))
+    log.unlink()
+    log.mkdir()
+    with pytest.raises(pi.IndexFormatError, match="not a regular file"):
+        Memory(path=ns.parent, read_only=True)
+    ns = saved_store(tmp_path / "b")
+    next(ns.glob("snap-*/manifest.json")).unlink()
+    with pytest.raises(pi.IndexFormatError, match="missing"):
+        Memory(path=ns.parent, read_only=True)
+
+
+def test_time_metadata_past_what_datetime_holds_is_refused_at_add_and_in_a_file(tmp_path):
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    index = pi.PoincareFlatIndex(2)
+    x = np.array([[0.1, 0.0]], dtype=np.float32)
+    with pytest.raises(ValueError, match="years 1..9999"):
+        index.add(x, metadata={"due": pa.array([2**62], pa.timestamp("us"))})
+    index.add(x, metadata={"due": pa.array([0], pa.timestamp("us"))})
+    index.save(tmp_path / "ix")
+    path = next((tmp_path / "ix").glob("columns-*.arrow"))
+    table = ipc.open_file(pa.BufferReader(path.read_bytes())).read_all()
+    table = table.set_column(5, "due", pa.array([2**62], pa.timestamp("us")))
+    with pa.OSFile(str(path), "wb") as sink, ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    _fix_arrow_checksums(_Case(tmp_path / "ix"), path)
+    with pytest.raises(pi.IndexFormatError, match="years 1..9999"):
+        pi.read_index(tmp_path / "ix")
