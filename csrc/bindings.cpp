@@ -132,9 +132,10 @@ void bind_common(py::class_<Core>& cls) {
       .def("search_scored",
            [](Core& self, const FloatArray& q, std::size_t k, std::size_t ef, double depth_bias,
               double time_coef, const DoubleArray& terms, std::int64_t at_us, double future_weight,
-              std::optional<Int64Array> t, std::optional<Int64Array> valid_from,
-              std::optional<Int64Array> valid_until, std::optional<UInt32Array> access_count,
-              std::optional<ByteArray> allowed, std::optional<SlotArray> allowed_slots, bool touch,
+              std::int64_t future_tolerance_us, std::optional<Int64Array> t,
+              std::optional<Int64Array> valid_from, std::optional<Int64Array> valid_until,
+              std::optional<UInt32Array> access_count, std::optional<ByteArray> allowed,
+              std::optional<SlotArray> allowed_slots, bool touch,
               std::optional<SlotArray> bucket_order, std::optional<Int64Array> bucket_starts,
               std::optional<Int64Array> bucket_t_min, std::optional<Int64Array> bucket_t_max,
               std::optional<UInt32Array> bucket_max_access, std::size_t scan_budget,
@@ -143,7 +144,8 @@ void bind_common(py::class_<Core>& cls) {
              typename Core::ScoredQuery sq;
              sq.params.depth_bias = depth_bias;
              sq.params.time_coef = time_coef;
-             sq.params.decay = DecayProgram(decay_terms(terms), at_us, future_weight);
+             sq.params.decay =
+                 DecayProgram(decay_terms(terms), at_us, future_weight, future_tolerance_us);
              if (t) {
                const std::size_t rows = length_of(*t);
                if (!valid_from || !valid_until || !access_count || length_of(*valid_from) != rows ||
@@ -282,9 +284,10 @@ PYBIND11_MODULE(_core, m) {
   });
   m.def("decay_log_weights", [](const DoubleArray& terms, std::int64_t at_us, double future_weight,
                                 const Int64Array& t, const Int64Array& valid_from,
-                                const Int64Array& valid_until, const UInt32Array& access_count) {
+                                const Int64Array& valid_until, const UInt32Array& access_count,
+                                std::int64_t future_tolerance_us) {
     // The C++ evaluation of a policy, for tests against the numpy reference.
-    const DecayProgram program(decay_terms(terms), at_us, future_weight);
+    const DecayProgram program(decay_terms(terms), at_us, future_weight, future_tolerance_us);
     const std::size_t n = length_of(t);
     if (length_of(valid_from) != n || length_of(valid_until) != n || length_of(access_count) != n)
       throw InvalidArgument("columns differ in length");

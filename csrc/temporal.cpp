@@ -1,6 +1,7 @@
 #include "temporal.h"
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "access_counts.h"
@@ -26,10 +27,14 @@ double age_hours(std::int64_t later, std::int64_t earlier) {
 
 }  // namespace
 
-DecayProgram::DecayProgram(std::vector<DecayTerm> terms, std::int64_t at_us, double future_weight)
+DecayProgram::DecayProgram(std::vector<DecayTerm> terms, std::int64_t at_us, double future_weight,
+                           std::int64_t future_tolerance_us)
     : terms_(std::move(terms)), at_us_(at_us) {
   if (!(future_weight > 0.0 && future_weight <= 1.0))
     throw InvalidArgument("future_weight must be in (0, 1], got " + std::to_string(future_weight));
+  if (future_tolerance_us < 0) throw InvalidArgument("future_tolerance must be >= 0");
+  if (__builtin_add_overflow(at_us, future_tolerance_us, &horizon_us_))
+    horizon_us_ = std::numeric_limits<std::int64_t>::max();
   log_future_weight_ = std::log(future_weight);
   for (const DecayTerm& term : terms_) {
     uses_window_ |= term.kind == DecayKind::kValidity;
@@ -83,9 +88,10 @@ double DecayProgram::log_weight_aged(double dt_hours, std::int64_t valid_from,
 double DecayProgram::log_weight_of(std::int64_t t, std::int64_t valid_from,
                                    std::int64_t valid_until, std::uint32_t access_count) const {
   if (terms_.empty()) return 0.0;
-  if (t > at_us_) return log_future_weight_;
-  // The difference of two int64 times fits a double exactly up to 2^53 us (285 years).
-  const double dt_hours = age_hours(at_us_, t);
+  if (t > horizon_us_) return log_future_weight_;
+  // Within the tolerance a later stamp is the query time itself (age 0). The difference of two
+  // int64 times fits a double exactly up to 2^53 us (285 years).
+  const double dt_hours = t > at_us_ ? 0.0 : age_hours(at_us_, t);
   return log_weight_aged(dt_hours, valid_from, valid_until, access_count, false);
 }
 
@@ -100,13 +106,14 @@ double DecayProgram::log_weight(const TimeColumns& c, std::size_t row) const {
 double DecayProgram::log_weight_bound(std::int64_t t_min, std::int64_t t_max,
                                       std::uint32_t max_access) const {
   if (terms_.empty()) return 0.0;
-  if (t_min > at_us_) return log_future_weight_;
+  if (t_min > horizon_us_) return log_future_weight_;
   // Every term decreases with age and increases with accesses: the newest time not after the
-  // query time with the most accesses bounds the range (future rows weigh future_weight <= 1).
+  // query time with the most accesses bounds the range (rows within the tolerance are aged 0,
+  // later ones weigh future_weight <= 1).
   const std::int64_t newest = t_max > at_us_ ? at_us_ : t_max;
   const double dt_hours = age_hours(at_us_, newest);
   const double aged = log_weight_aged(dt_hours, kOpenStart, kOpenEnd, max_access, true);
-  return t_max > at_us_ ? std::max(aged, log_future_weight_) : aged;
+  return t_max > horizon_us_ ? std::max(aged, log_future_weight_) : aged;
 }
 
 }  // namespace poincare

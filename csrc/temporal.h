@@ -40,13 +40,19 @@ struct TimeColumns {
 class DecayProgram {
  public:
   DecayProgram() = default;
-  // Throws InvalidArgument for an unknown kind or a parameter outside its range.
-  DecayProgram(std::vector<DecayTerm> terms, std::int64_t at_us, double future_weight);
+  // Throws InvalidArgument for an unknown kind or a parameter outside its range. Rows stamped
+  // at most future_tolerance_us after at_us (clocks of two machines differ) count as stamped at
+  // at_us; later ones did not exist yet and weigh future_weight.
+  DecayProgram(std::vector<DecayTerm> terms, std::int64_t at_us, double future_weight,
+               std::int64_t future_tolerance_us = 0);
 
   bool empty() const { return terms_.empty(); }
   bool uses_window() const { return uses_window_; }
   std::int64_t at_us() const { return at_us_; }
-  // log w of `row`; rows stamped after the query time get log(future_weight). 0 when empty.
+  // The latest stamp that still counts as existing at the query time.
+  std::int64_t horizon_us() const { return horizon_us_; }
+  // log w of `row`; rows stamped after the query time (beyond the tolerance) get
+  // log(future_weight). 0 when empty.
   double log_weight(const TimeColumns& columns, std::size_t row) const;
   // The same from explicit values (for a test against the numpy reference).
   double log_weight_of(std::int64_t t, std::int64_t valid_from, std::int64_t valid_until,
@@ -61,6 +67,7 @@ class DecayProgram {
 
   std::vector<DecayTerm> terms_;
   std::int64_t at_us_ = 0;
+  std::int64_t horizon_us_ = 0;  // at_us_ + tolerance, saturated at the int64 maximum
   double log_future_weight_ = 0.0;
   bool uses_window_ = false;  // some term reads valid_from / valid_until
   bool uses_access_ = false;  // some term reads access_count

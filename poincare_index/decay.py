@@ -34,6 +34,10 @@ __all__ = [
 ]
 
 DEFAULT_FUTURE_WEIGHT = 1e-6
+# A point stamped at most this long after at_time counts as stamped at at_time: the clocks of
+# the machine that stamped it and the one that asks differ by a few seconds, and a memory
+# written "just now" elsewhere must not drop to future_weight.
+DEFAULT_FUTURE_TOLERANCE = timedelta(minutes=5)
 
 # Term kinds shared with csrc/temporal.h (kept in sync by tests/test_decay.py).
 _HALF_LIFE, _EBBINGHAUS, _VALIDITY, _EXPONENTIAL = 1, 2, 3, 4
@@ -64,6 +68,15 @@ def check_future_weight(value: Any) -> float:
     return v
 
 
+def check_future_tolerance(value: Any) -> int:
+    """A timedelta >= 0 (at most a day) -> microseconds; TypeError/ValueError otherwise."""
+    if not isinstance(value, timedelta):
+        raise TypeError(f"future_tolerance must be a datetime.timedelta, got {type(value).__name__}")
+    if not timedelta(0) <= value <= timedelta(days=1):
+        raise ValueError(f"future_tolerance must be between 0 and one day, got {value}")
+    return value // timedelta(microseconds=1)
+
+
 @dataclass(frozen=True)
 class _Inputs:
     dt_hours: NDArray[np.float64]
@@ -86,14 +99,25 @@ class DecayPolicy:
         access_count: Any = 0,
         *,
         future_weight: float = DEFAULT_FUTURE_WEIGHT,
+        future_tolerance: timedelta = DEFAULT_FUTURE_TOLERANCE,
     ) -> Any:
         """w in (0, 1] of points stamped ``t`` at ``at_time`` (default now), float64.
 
         ``t`` may be one time or an array/list of times; ``valid_from``/``valid_until`` (None or
         NaT: open) and ``access_count`` broadcast against it. Returns a float for a single time.
+        A stamp up to ``future_tolerance`` after at_time counts as at_time (clock skew); later
+        ones weigh ``future_weight``.
         """
         return np.exp(
-            self.log_weight(t, at_time, valid_from, valid_until, access_count, future_weight=future_weight)
+            self.log_weight(
+                t,
+                at_time,
+                valid_from,
+                valid_until,
+                access_count,
+                future_weight=future_weight,
+                future_tolerance=future_tolerance,
+            )  # fmt: skip
         )
 
     def log_weight(
@@ -105,9 +129,11 @@ class DecayPolicy:
         access_count: Any = 0,
         *,
         future_weight: float = DEFAULT_FUTURE_WEIGHT,
+        future_tolerance: timedelta = DEFAULT_FUTURE_TOLERANCE,
     ) -> Any:
         """log w (exact even where w underflows to 0)."""
         fw = check_future_weight(future_weight)
+        tolerance_us = check_future_tolerance(future_tolerance)
         scalar = not isinstance(t, (list, tuple, np.ndarray, pa.Array, pa.ChunkedArray)) and not hasattr(
             t, "__arrow_array__"
         )
@@ -120,7 +146,8 @@ class DecayPolicy:
         if np.any(counts < 0):
             raise ValueError("access_count must be >= 0")
         dt = _time.hours_between(at_us, t_us)
-        inputs = _Inputs(dt, dt < 0, at_us, vf, vu, counts)
+        future = t_us > at_us + tolerance_us  # times lie in 1678..2261 and tolerance <= 1 day: no overflow
+        inputs = _Inputs(np.maximum(dt, 0.0), future, at_us, vf, vu, counts)
         out = np.where(inputs.future, math.log(fw), self._log_weight(inputs))
         return float(out[0]) if scalar else out
 

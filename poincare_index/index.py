@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from datetime import timedelta
 from typing import Any, ClassVar, TypeVar, Union
 
 import numpy as np
@@ -12,7 +13,7 @@ from numpy.typing import ArrayLike, NDArray
 from . import _core, _time
 from ._validation import as_id, as_ids, as_matrix, as_positive_int, check_result_size
 from .columns import ColumnStore, check_window, metadata_table
-from .decay import DEFAULT_FUTURE_WEIGHT, DecayPolicy
+from .decay import DEFAULT_FUTURE_TOLERANCE, DEFAULT_FUTURE_WEIGHT, DecayPolicy
 from .geometry import _curvature
 from .scored import ScoredResults, run_scored
 
@@ -239,14 +240,17 @@ class _IndexBase:
         ef: int | None = None,
         touch: bool = False,
         future_weight: float = DEFAULT_FUTURE_WEIGHT,
+        future_tolerance: timedelta = DEFAULT_FUTURE_TOLERANCE,
     ) -> ScoredResults:
         """Top-k per query by the fused score
         ``-distance + depth_bias * depth + time_coef * log(time_weight)``, best first.
 
         ``decay``: a policy from :mod:`poincare_index.decay` (None: weight 1), evaluated in C++ on
         the columns at ``at_time`` (one time for the call; default now; naive = UTC). Points
-        stamped after at_time weigh ``future_weight``. ``filters``: a row mask, allowed ids or a
-        MongoDB-style dict over :attr:`columns` (see :mod:`poincare_index.filters`). ``touch``:
+        stamped more than ``future_tolerance`` (default 5 minutes: clock skew between machines)
+        after at_time weigh ``future_weight``; within it they count as stamped at at_time.
+        ``filters``: a row mask, allowed ids or a MongoDB-style dict over :attr:`columns` (see
+        :mod:`poincare_index.filters`). ``touch``:
         increment the access_count of every returned point (atomically).
 
         PoincareFlatIndex scores every eligible point (exact; ``ef`` is ignored). PoincareIndex
@@ -259,6 +263,7 @@ class _IndexBase:
         return run_scored(
             self, q, k, self._ef_for(ef), decay=decay, at_time=at_time, depth_bias=depth_bias,
             time_coef=time_coef, filters=filters, touch=touch, future_weight=future_weight,
+            future_tolerance=future_tolerance,
         )  # fmt: skip
 
     def _ef_for(self, ef: int | None) -> int:

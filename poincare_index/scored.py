@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -10,7 +11,15 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _time
 from ._validation import as_finite_float, as_matrix, as_positive_int, check_result_size
-from .decay import _EBBINGHAUS, DEFAULT_FUTURE_WEIGHT, DecayPolicy, check_future_weight, policy_terms
+from .decay import (
+    _EBBINGHAUS,
+    DEFAULT_FUTURE_TOLERANCE,
+    DEFAULT_FUTURE_WEIGHT,
+    DecayPolicy,
+    check_future_tolerance,
+    check_future_weight,
+    policy_terms,
+)
 from .filters import compile_filter
 
 if TYPE_CHECKING:
@@ -72,6 +81,7 @@ def run_scored(
     filters: Any,
     touch: bool,
     future_weight: float = DEFAULT_FUTURE_WEIGHT,
+    future_tolerance: timedelta = DEFAULT_FUTURE_TOLERANCE,
 ) -> ScoredResults:
     arr = as_matrix(q, index.dim, "query")
     k = as_positive_int(k, "k")
@@ -82,6 +92,7 @@ def run_scored(
     depth_bias = as_finite_float(depth_bias, "depth_bias")
     time_coef = as_finite_float(time_coef, "time_coef")
     fw = check_future_weight(future_weight)
+    tolerance_us = check_future_tolerance(future_tolerance)
     if not isinstance(touch, (bool, np.bool_)):
         raise TypeError(f"touch must be True or False, got {type(touch).__name__}")
     mask, slots, expected_ids = allowed_rows(index, filters)
@@ -97,7 +108,7 @@ def run_scored(
     budget = max(index.time_scan_rows, 0)
     with columns.buffers() as (t, valid_from, valid_until, access):
         ids, scores, dist, depths, logw = index._core.search_scored(
-            arr, k, ef, depth_bias, time_coef, terms, at_us, fw,
+            arr, k, ef, depth_bias, time_coef, terms, at_us, fw, tolerance_us,
             t, valid_from, valid_until, access, mask, slots, bool(touch), *buckets, budget,
             expected_ids,
         )  # fmt: skip

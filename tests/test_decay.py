@@ -108,22 +108,42 @@ POLICIES = [
 ]
 
 
+@pytest.mark.parametrize("tolerance", [timedelta(0), timedelta(minutes=5), timedelta(days=1)])
 @pytest.mark.parametrize("policy", POLICIES, ids=lambda p: type(p).__name__)
-def test_core_weights_equal_numpy_reference(policy):
+def test_core_weights_equal_numpy_reference(policy, tolerance):
     rng = np.random.default_rng(5)
     n = 500
     at = _time.datetime_to_micros(NOW)
     year = 365 * 24 * 3_600_000_000
     t = at - rng.integers(-year // 20, year, n)  # a few in the future
+    t[:60] = at + rng.integers(-3_600_000_000, 2 * 86_400_000_000, 60)  # around the tolerance
+    t[60] = at + tolerance // timedelta(microseconds=1)  # on its edge: still counts as now
     vf = np.where(rng.random(n) < 0.5, _time.OPEN_START, t + rng.integers(0, year // 4, n))
     vu = np.where(rng.random(n) < 0.5, _time.OPEN_END, vf.clip(min=t) + rng.integers(1, year // 2, n))
     access = rng.integers(0, 20, n).astype(np.uint32)
-    got = _core.decay_log_weights(policy_terms(policy), at, 1e-6, t, vf, vu, access)
+    tolerance_us = tolerance // timedelta(microseconds=1)
+    got = _core.decay_log_weights(policy_terms(policy), at, 1e-6, t, vf, vu, access, tolerance_us)
     ref = policy.log_weight(
         t.astype("datetime64[us]"),
         NOW,
         np.where(vf == _time.OPEN_START, np.datetime64("NaT"), vf.astype("datetime64[us]")),
         np.where(vu == _time.OPEN_END, np.datetime64("NaT"), vu.astype("datetime64[us]")),
         access,
+        future_tolerance=tolerance,
     )
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
+    future = t > at + tolerance_us
+    assert np.all(got[future] == pytest.approx(np.log(1e-6))) and future.any()
+    assert got[60] != pytest.approx(np.log(1e-6)) or type(policy).__name__ == "ValidityWindow"
+
+
+def test_a_stamp_a_few_seconds_ahead_counts_as_now_not_as_the_future():
+    """Clock skew: a memory written "now" on a machine whose clock runs 30 s ahead."""
+    p = pi.HalfLife(hours=24)
+    assert p.weight(NOW + timedelta(seconds=30), NOW) == 1.0
+    assert p.weight(NOW + timedelta(minutes=6), NOW) == pytest.approx(1e-6)
+    assert p.weight(NOW + timedelta(seconds=30), NOW, future_tolerance=timedelta(0)) == pytest.approx(1e-6)
+    with pytest.raises(TypeError, match="timedelta"):
+        p.weight(NOW, NOW, future_tolerance=300)
+    with pytest.raises(ValueError, match="one day"):
+        p.weight(NOW, NOW, future_tolerance=timedelta(days=2))

@@ -322,3 +322,19 @@ def test_fused_walk_recall_rises_with_ef_under_decay(one_depth_index):
     assert walk[2] >= 0.95 and walk[3] >= 0.99
     with_pass = index.search_scored(queries, 10, ef=128, decay=decay, at_time=NOW)
     assert _recall(with_pass.ids, truth) >= walk[2]
+
+
+def test_clock_skew_within_the_tolerance_is_not_the_future():
+    at = datetime(2026, 3, 1, tzinfo=timezone.utc)
+    index = pi.PoincareIndex(2, num_threads=1)
+    x = np.array([[0.10, 0.0], [0.12, 0.0]], dtype=np.float32)
+    index.add(x, t=np.array([at + timedelta(seconds=30), at - timedelta(hours=1)]))  # skewed, older
+    q = np.array([[0.0, 0.0]], dtype=np.float32)
+    decay = pi.HalfLife(hours=1)
+    skewed = index.search_scored(q, 2, decay=decay, at_time=at)
+    assert skewed.ids[0].tolist() == [0, 1] and skewed.time_weights[0][0] == 1.0
+    strict = index.search_scored(q, 2, decay=decay, at_time=at, future_tolerance=timedelta(0))
+    assert strict.ids[0].tolist() == [1, 0] and strict.time_weights[0][1] == pytest.approx(1e-6)
+    flat = pi.PoincareFlatIndex(2)
+    flat.add(x, t=np.array([at + timedelta(seconds=30), at - timedelta(hours=1)]))
+    assert flat.search_scored(q, 2, decay=decay, at_time=at).ids[0].tolist() == [0, 1]

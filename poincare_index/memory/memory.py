@@ -68,6 +68,7 @@ class Memory(MemoryViews, MemoryJournal):
         *,
         namespace: str = "default",
         future_weight: float = _UNSET,
+        future_tolerance: timedelta = _UNSET,
         token_counter: Callable[[str], int] | None = None,
         read_only: bool = False,
         fsync: bool = False,
@@ -92,6 +93,7 @@ class Memory(MemoryViews, MemoryJournal):
                 "depth_bias": depth_bias,
                 "time_coef": time_coef,
                 "future_weight": future_weight,
+                "future_tolerance": future_tolerance,
             }
             self._config: Config = open_config(
                 self._ns,
@@ -359,6 +361,10 @@ class Memory(MemoryViews, MemoryJournal):
         session: str | None = None,
         ef: int | None = None,
         candidates: int = 50,
+        decay: DecayPolicy | None = _UNSET,
+        time_coef: float = _UNSET,
+        depth_bias: float = _UNSET,
+        future_tolerance: timedelta = _UNSET,
     ) -> list[Result]:
         """The top ``k`` memories for ``query`` (or a ``vector`` in the ball) at ``at_time``.
 
@@ -370,6 +376,8 @@ class Memory(MemoryViews, MemoryJournal):
         ``window``: only memories with t >= at_time - window. ``session``: only that session's
         memories (see :meth:`session`). ``max_tokens``: the longest prefix
         of the ranking whose texts fit the budget. ``touch``: count an access on every result.
+        ``decay``, ``time_coef``, ``depth_bias``, ``future_tolerance``: this call's time settings
+        in place of the store's (e.g. a higher time_coef to let recency dominate).
         """
         self._check_open()
         if mode not in _MODES:
@@ -392,9 +400,16 @@ class Memory(MemoryViews, MemoryJournal):
             raise TypeError(f"session must be a str, got {type(session).__name__}")
         if not isinstance(touch, bool):
             raise TypeError(f"touch must be True or False, got {type(touch).__name__}")
+        overrides = {
+            name: value
+            for name, value in (("decay", decay), ("time_coef", time_coef), ("depth_bias", depth_bias),
+                                ("future_tolerance", future_tolerance))
+            if value is not _UNSET
+        }  # fmt: skip
         request = SearchRequest(
             query=query, vector=vector, k=k, at_us=_time.as_time_scalar(at_time, "at_time"),
             filters=filters, window=window, session=session, mode=mode, ef=ef, candidates=candidates,
+            config=self._config.for_query(overrides),
         )  # fmt: skip
         if request.vector is None and query is not None:
             request.vector = embed_checked(self._config.embedder, [query])

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
 
 from .._validation import as_finite_float
-from ..decay import DEFAULT_FUTURE_WEIGHT, DecayPolicy, check_future_weight
+from ..decay import (
+    DEFAULT_FUTURE_TOLERANCE,
+    DEFAULT_FUTURE_WEIGHT,
+    DecayPolicy,
+    check_future_tolerance,
+    check_future_weight,
+)
 from ..embed import CallableEmbedder, Embedder, HashingEmbedder, MiniLMEmbedder
 from .codec import policy_from_json, policy_to_json
 from .store import NamespaceDir
@@ -25,6 +32,22 @@ class Config:
     future_weight: float
     M: int
     ef_construction: int
+    future_tolerance: timedelta = DEFAULT_FUTURE_TOLERANCE
+
+    def for_query(self, overrides: dict[str, Any]) -> Config:
+        """This configuration with one search's time settings (decay, time_coef, depth_bias,
+        future_tolerance) in place of the store's; each validated as the constructor does."""
+        if not overrides:
+            return self
+        out = dict(overrides)
+        if "decay" in out and out["decay"] is not None and not isinstance(out["decay"], DecayPolicy):
+            raise TypeError(f"decay must be a decay policy or None, got {type(out['decay']).__name__}")
+        for name in ("time_coef", "depth_bias"):
+            if name in out:
+                out[name] = as_finite_float(out[name], name)
+        if "future_tolerance" in out:
+            check_future_tolerance(out["future_tolerance"])
+        return replace(self, **out)
 
 
 def embedder_spec(embedder: Any) -> dict[str, Any]:
@@ -110,6 +133,10 @@ def open_config(
         depth_bias = given.get("depth_bias", saved["depth_bias"])
         time_coef = given.get("time_coef", saved["time_coef"])
         future_weight = given.get("future_weight", saved["future_weight"])
+        saved_tolerance = timedelta(
+            seconds=saved.get("future_tolerance_s", DEFAULT_FUTURE_TOLERANCE.total_seconds())
+        )
+        future_tolerance = given.get("future_tolerance", saved_tolerance)
         M, ef_construction = int(saved["M"]), int(saved["ef_construction"])
     else:
         embedder = _check_embedder(embedder)
@@ -117,6 +144,8 @@ def open_config(
         depth_bias = given.get("depth_bias", 0.0)
         time_coef = given.get("time_coef", 1.0)
         future_weight = given.get("future_weight", DEFAULT_FUTURE_WEIGHT)
+        future_tolerance = given.get("future_tolerance", DEFAULT_FUTURE_TOLERANCE)
+    check_future_tolerance(future_tolerance)
     cfg = Config(
         decay=decay,
         embedder=embedder,
@@ -125,6 +154,7 @@ def open_config(
         future_weight=check_future_weight(future_weight),
         M=M,
         ef_construction=ef_construction,
+        future_tolerance=future_tolerance,
     )
     body = {
         "embedder": embedder_spec(cfg.embedder),
@@ -132,6 +162,7 @@ def open_config(
         "depth_bias": cfg.depth_bias,
         "time_coef": cfg.time_coef,
         "future_weight": cfg.future_weight,
+        "future_tolerance_s": cfg.future_tolerance.total_seconds(),
         "M": cfg.M,
         "ef_construction": cfg.ef_construction,
     }

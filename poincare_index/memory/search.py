@@ -33,6 +33,7 @@ class SearchRequest:
     mode: str
     ef: int | None
     candidates: int
+    config: Any  # the store's Config with this call's time settings (Config.for_query)
 
 
 def run_search(mem: Memory, req: SearchRequest) -> list[Result]:
@@ -86,12 +87,12 @@ def run_search(mem: Memory, req: SearchRequest) -> list[Result]:
 
 
 def _vector(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Result]:
-    cfg = mem._config
+    cfg = req.config
     ef = max(req.ef if req.ef is not None else mem._index.ef_search, fetch)
     r = mem._index.search_scored(
         req.vector, fetch, decay=cfg.decay, at_time=micros_to_datetime(req.at_us),
         depth_bias=cfg.depth_bias, time_coef=cfg.time_coef, filters=mask, ef=ef,
-        touch=False, future_weight=cfg.future_weight,
+        touch=False, future_weight=cfg.future_weight, future_tolerance=cfg.future_tolerance,
     )  # fmt: skip
     keep = r.ids[0] >= 0
     rows = r.ids[0][keep].tolist()
@@ -107,13 +108,13 @@ def _vector(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Resu
             r.scores[0][keep], r.distances[0][keep], r.depths[0][keep], r.time_weights[0][keep]
         )
     ]
-    return mem._result_rows(rows, scored)
+    return mem._result_rows(rows, scored, cfg)
 
 
 def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Result]:
     """keyword: log BM25 + time term over every matching memory; hybrid: RRF of the best
     ``candidates`` by vector distance and by BM25, + time term."""
-    cfg = mem._config
+    cfg = req.config
     assert req.query is not None
     # The BM25 index holds the live memories only (rebuilt after every change), so a positive
     # score is a live row.
@@ -140,7 +141,7 @@ def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Res
         vector_ranks = {int(row): i + 1 for i, row in enumerate(vec_rank.tolist())}
     if not rows:
         return []
-    logw = mem._log_weights(rows, req.at_us)
+    logw = mem._log_weights(rows, req.at_us, cfg)
     time_term = cfg.time_coef * logw if cfg.time_coef else np.zeros(len(rows))
     score = np.array([relevance[r] for r in rows]) + time_term
     order = np.argsort(-score, kind="stable")[:fetch]
@@ -163,4 +164,4 @@ def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Res
                 "keyword_rank": int(kw_rank_of[row]) or None,
             }
         )
-    return mem._result_rows(top, scored)
+    return mem._result_rows(top, scored, cfg)

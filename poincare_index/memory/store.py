@@ -163,6 +163,9 @@ class NamespaceDir:
             checked_float(spec, "scale", f"{where} embedder", positive=True)
         for key in ("depth_bias", "time_coef", "future_weight"):
             checked_float(doc, key, where)
+        if "future_tolerance_s" in doc:  # absent in stores written before step 7: the default
+            if not 0 <= checked_float(doc, "future_tolerance_s", where) <= 86_400:
+                raise IndexFormatError(f"{where}: field 'future_tolerance_s' is outside [0, 86400]")
         checked_int(doc, "M", where, 2, 256)
         checked_int(doc, "ef_construction", where, 1, 2**31 - 1)
         if "decay" not in doc:

@@ -82,8 +82,12 @@ class MemoryViews:
                     break
         return out
 
-    def _result_rows(self, rows: list[int], scored: Sequence[dict[str, Any]] | None = None) -> list[Result]:
-        """Results for rows; ``scored`` gives each one's score fields (NaN when absent)."""
+    def _result_rows(
+        self, rows: list[int], scored: Sequence[dict[str, Any]] | None = None, config: Any = None
+    ) -> list[Result]:
+        """Results for rows; ``scored`` gives each one's score fields (NaN when absent), computed
+        with ``config``'s time settings (default the store's)."""
+        config = config or self._config
         if not rows:
             return []
         cols = self._index._columns
@@ -104,7 +108,7 @@ class MemoryViews:
                 valid_until=None if vu == _time.OPEN_END else _time.micros_to_datetime(vu),
                 access_count=int(counts[i]),
                 metadata={k: v for k, v in metas[i].items() if v is not None},
-                depth_bias=self._config.depth_bias, time_coef=self._config.time_coef,
+                depth_bias=config.depth_bias, time_coef=config.time_coef,
             )  # fmt: skip
             extra = scored[i] if scored is not None else {}
             for name in ("score", "distance", "depth", "time_weight"):
@@ -120,8 +124,8 @@ class MemoryViews:
         pts = np.stack([self._index.reconstruct(r) for r in rows]).astype(np.float64)
         return _distance(query_vec.astype(np.float64), pts), _depth(pts)
 
-    def _log_weights(self, rows: list[int], at_us: int) -> NDArray[np.float64]:
-        decay = self._config.decay
+    def _log_weights(self, rows: list[int], at_us: int, config: Any) -> NDArray[np.float64]:
+        decay = config.decay
         if decay is None or not rows:
             return np.zeros(len(rows))
         cols = self._index._columns
@@ -133,7 +137,8 @@ class MemoryViews:
                 times_as_datetime64(cols._valid_from[idx], _time.OPEN_START),
                 times_as_datetime64(cols._valid_until[idx], _time.OPEN_END),
                 cols.access_counts(idx).astype(np.float64),
-                future_weight=self._config.future_weight,
+                future_weight=config.future_weight,
+                future_tolerance=config.future_tolerance,
             )  # fmt: skip
         )
 
