@@ -56,3 +56,18 @@ def test_a_memory_stamped_seconds_ahead_by_another_clock_is_not_the_future(tmp_p
         assert tight.search("on-call engineer", k=2, at_time=AT, touch=False)[0].id == "older"
     with Memory(path=tmp_path, read_only=True) as reopened:
         assert reopened.search("on-call engineer", k=2, at_time=AT, touch=False)[0].id == "older"
+
+
+@pytest.mark.parametrize("candidates", [1, 5, 50])
+def test_hybrid_with_a_decay_finds_the_recent_memory_among_many_equal_matches(candidates):
+    """Both sides of the fusion are cut by their time-aware score: one 1-hour-old memory among
+    3,000 year-old ones that match the query as well is found at any ``candidates``."""
+    mem = Memory(decay=HalfLife(hours=24 * 30))
+    year_old = [AT - timedelta(days=365, minutes=i) for i in range(3000)]
+    mem.add_many([f"database failover runbook step {i}" for i in range(3000)], t=year_old)
+    mem.add("database failover runbook step new", id="recent", t=AT - timedelta(hours=1))
+    for mode in ("hybrid", "keyword", "vector"):
+        got = mem.search(
+            "database failover runbook", k=3, at_time=AT, touch=False, mode=mode, candidates=candidates
+        )
+        assert got[0].id == "recent", (mode, [r.id for r in got])

@@ -370,7 +370,8 @@ class Memory(MemoryViews, MemoryJournal):
 
         score = -distance + depth_bias * depth + time_coef * log(time_weight) (mode "vector",
         ranked inside the index). mode "keyword": log BM25 + time term; "hybrid": reciprocal
-        rank fusion of the ``candidates`` best by vector and by BM25, then + time term.
+        rank fusion of the ``candidates`` best by the fused vector score and by log BM25 + time
+        term, then + time term (so a recent memory is not cut before the fusion).
         ``filters``: a dict over the columns and metadata (MongoDB operators, pushed into the
         index) or a callable on Result (applied after ranking; more are fetched until k pass).
         ``window``: only memories with t >= at_time - window. ``session``: only that session's

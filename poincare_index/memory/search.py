@@ -113,7 +113,7 @@ def _vector(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Resu
 
 def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Result]:
     """keyword: log BM25 + time term over every matching memory; hybrid: RRF of the best
-    ``candidates`` by vector distance and by BM25, + time term."""
+    ``candidates`` by the fused vector score and by log BM25 + time term, + time term."""
     cfg = req.config
     assert req.query is not None
     # The BM25 index holds the live memories only (rebuilt after every change), so a positive
@@ -129,12 +129,23 @@ def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Res
         relevance = {r: math.log(bm25[r]) for r in rows}
         vector_ranks: dict[int, int] = {}
     else:
+        # Both sides are cut by their time-aware score, never by relevance alone: the vector side
+        # takes its candidates by the fused score inside the index, the keyword side ranks every
+        # match by log BM25 + time term; so a recent memory deep in the plain distance or BM25
+        # order still reaches the fusion.
         depth = max(req.candidates, fetch)
         r = mem._index.search_scored(
-            req.vector, depth, decay=None, time_coef=0.0, filters=mask,
-            ef=max(depth, mem._index.ef_search), touch=False, at_time=micros_to_datetime(req.at_us),
+            req.vector, depth, decay=cfg.decay, time_coef=cfg.time_coef, depth_bias=cfg.depth_bias,
+            filters=mask, ef=max(depth, mem._index.ef_search), touch=False,
+            at_time=micros_to_datetime(req.at_us), future_weight=cfg.future_weight,
+            future_tolerance=cfg.future_tolerance,
         )  # fmt: skip
         vec_rank = r.ids[0][r.ids[0] >= 0]
+        if cfg.decay is not None and cfg.time_coef and keyword_rank.shape[0]:
+            timed = np.log(bm25[keyword_rank]) + cfg.time_coef * mem._log_weights(
+                keyword_rank.tolist(), req.at_us, cfg
+            )
+            keyword_rank = keyword_rank[np.argsort(-timed, kind="stable")]
         fused = reciprocal_rank_fusion([vec_rank, keyword_rank[:depth]])
         rows = list(fused)
         relevance = {row: math.log(s) for row, s in fused.items()}
