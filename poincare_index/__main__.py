@@ -1,4 +1,4 @@
-"""`python -m poincare_index` runs the demo (same as `poincare-index demo`)."""
+"""`python -m poincare_index ...` is the `poincare-index` command (`demo`, `info`, `inspect`)."""
 
 import sys
 

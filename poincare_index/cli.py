@@ -1,4 +1,5 @@
-"""`poincare-index` command line: `demo` (recall and speed on generated data) and `info`."""
+"""`poincare-index` command line: `demo` (recall and speed on generated data), `info` (this build,
+or what a saved index or store holds) and `inspect` (the local web page)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--k", type=_positive, default=10, help="neighbours per query (default 10)")
     demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     demo.add_argument("--threads", type=_positive, default=None, help="threads (default: all cores)")
-    sub.add_parser("info", help="print the version and the SIMD kernels chosen for this CPU")
+    info = sub.add_parser(
+        "info",
+        help="describe a saved index or memory store (kind, size, dimension, time range, namespaces, "
+        "configuration, versions); without PATH: the version and the SIMD kernels of this CPU",
+    )
+    info.add_argument("path", nargs="?", default=None, help="a saved index or memory store directory")
+    info.add_argument("--json", action="store_true", help="print the description as JSON")
     inspect = sub.add_parser(
         "inspect", help="serve a local web page showing a memory store or saved index in the Poincaré disk"
     )
@@ -46,23 +53,54 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    command = args.command or "demo"
-    if command == "info":
-        import poincare_index
-
-        print(f"poincare_index {poincare_index.__version__}, kernels: {poincare_index.kernel_name()}")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # a bare command explains itself; the demo is `poincare-index demo`
+        parser.print_help()
         return 0
-    if command == "inspect":
+    if args.command == "info":
+        return _info(args)
+    if args.command == "inspect":
         return _inspect(args)
     from .demo import run_demo, run_memory_demo
 
-    if args.command is None:
-        run_demo()
-    else:
-        run_demo(args.n, args.dim, args.queries, args.k, args.seed, args.threads)
+    run_demo(args.n, args.dim, args.queries, args.k, args.seed, args.threads)
     run_memory_demo()
     return 0
+
+
+def _info(args: argparse.Namespace) -> int:
+    import json
+
+    import poincare_index
+
+    if args.path is None:
+        print(f"poincare_index {poincare_index.__version__}, kernels: {poincare_index.kernel_name()}")
+        return 0
+    from ._core import IndexFormatError
+    from .describe import describe
+
+    try:
+        doc = describe(args.path)
+    except (FileNotFoundError, IndexFormatError, OSError) as exc:
+        print(f"poincare-index info: {exc}", file=sys.stderr)
+        return 2
+    doc["poincare_index"] = poincare_index.__version__
+    if args.json:
+        print(json.dumps(doc, indent=1))
+    else:
+        _print_tree(doc)
+    return 0
+
+
+def _print_tree(doc: object, indent: str = "") -> None:
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc)  # type: ignore[union-attr]
+    for key, value in items:
+        if isinstance(value, (dict, list)) and value:
+            print(f"{indent}{key}:")
+            _print_tree(value, indent + "  ")
+        else:
+            print(f"{indent}{key}: {value}")
 
 
 def _inspect(args: argparse.Namespace) -> int:

@@ -42,3 +42,36 @@ def test_module_entry_point(tmp_path):
         [sys.executable, "-m", "poincare_index", "info"], capture_output=True, text=True, cwd=tmp_path
     )
     assert proc.returncode == 0 and "poincare_index" in proc.stdout
+
+
+def test_no_arguments_prints_help_instead_of_running_the_demo(capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert "usage: poincare-index" in out and "demo" in out and "info" in out
+    assert "recall@10" not in out
+
+
+def test_info_describes_a_saved_index_and_a_store(tmp_path, capsys):
+    import json
+    from datetime import datetime, timezone
+
+    import numpy as np
+
+    import poincare_index as pi
+    from poincare_memory import HalfLife, Memory
+
+    index = pi.PoincareIndex(4, M=8)
+    index.add(np.full((5, 4), 0.05, dtype=np.float32) * np.arange(1, 6)[:, None],
+              t=np.datetime64("2026-01-02"), metadata={"kind": ["a"] * 5})  # fmt: skip
+    index.save(tmp_path / "ix")
+    assert main(["info", str(tmp_path / "ix"), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["points"] == 5 and doc["dim"] == 4 and doc["hnsw"]["M"] == 8
+    assert doc["time_range"]["first"].startswith("2026-01-02") and doc["metadata_columns"] == ["kind"]
+    with Memory(decay=HalfLife(hours=24), path=tmp_path / "store", namespace="team") as mem:
+        mem.add("a fact", t=datetime(2026, 5, 1, tzinfo=timezone.utc))
+    assert main(["info", str(tmp_path / "store")]) == 0
+    out = capsys.readouterr().out
+    assert "namespace: team" in out and "memories: 1" in out and "HalfLife" in out
+    assert main(["info", str(tmp_path / "nothing")]) == 2
+    assert "nothing at" in capsys.readouterr().err

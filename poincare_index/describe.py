@@ -1,0 +1,108 @@
+"""What a saved index or a Memory store holds, for ``poincare-index info PATH``: kind, size,
+dimension, time range, namespaces, configuration and format versions. Everything is read the
+way the loaders read it (validated), and nothing is written."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import _time
+
+__all__ = ["describe"]
+
+
+def _bytes_under(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _time_range(t_us: np.ndarray) -> dict[str, str] | None:
+    if t_us.shape[0] == 0:
+        return None
+    return {
+        "first": _time.micros_to_datetime(int(t_us.min())).isoformat(),
+        "last": _time.micros_to_datetime(int(t_us.max())).isoformat(),
+    }
+
+
+def describe_index(path: Path) -> dict[str, Any]:
+    from .io import FORMAT_VERSION, read_index
+
+    index = read_index(path, num_threads=1)
+    cols = index._columns
+    live = np.array([int(i) in index for i in cols.filter_snapshot()[0]], dtype=bool)
+    out: dict[str, Any] = {
+        "path": str(path),
+        "kind": f"saved index ({type(index).__name__})",
+        "format_version": FORMAT_VERSION,
+        "points": index.ntotal,
+        "slots": int(index._core.slots),
+        "dim": index.dim,
+        "curvature": index.curvature,
+        "bytes_on_disk": _bytes_under(path),
+        "time_range": _time_range(cols._t[: len(cols)][live]),
+        "metadata_columns": [] if cols.metadata is None else cols.metadata.column_names,
+    }
+    if hasattr(index, "M"):
+        out["hnsw"] = {"M": index.M, "ef_construction": index.ef_construction, "ef_search": index.ef_search}
+    return out
+
+
+def describe_store(root: Path) -> dict[str, Any]:
+    from .memory import Memory
+    from .memory.codec import policy_to_json
+    from .memory.opening import embedder_spec
+    from .memory.store import CONFIG_VERSION
+
+    names = Memory.namespaces(root)
+    spaces = []
+    for name in names:
+        with Memory(path=root, namespace=name, read_only=True, num_threads=1) as mem:
+            table = mem.to_arrow()
+            t_us = table.column("t").cast("int64").to_numpy() if table.num_rows else np.zeros(0, np.int64)
+            cfg = mem._config
+            spaces.append(
+                {
+                    "namespace": name,
+                    "memories": len(mem),
+                    "time_range": _time_range(t_us),
+                    "bytes_on_disk": _bytes_under(root / name),
+                    "embedder": embedder_spec(cfg.embedder),
+                    "decay": policy_to_json(cfg.decay),
+                    "depth_bias": cfg.depth_bias,
+                    "time_coef": cfg.time_coef,
+                    "future_weight": cfg.future_weight,
+                    "future_tolerance_s": cfg.future_tolerance.total_seconds(),
+                    "hnsw": {"M": cfg.M, "ef_construction": cfg.ef_construction},
+                    "snapshot_seq": mem._ns.current()[1],
+                    "last_seq": mem._seq,
+                }
+            )
+    return {
+        "path": str(root),
+        "kind": "memory store",
+        "store_format_version": CONFIG_VERSION,
+        "namespaces": spaces,
+    }
+
+
+def describe(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A description of the saved index or Memory store (its root or one namespace) at ``path``;
+    FileNotFoundError if there is neither, IndexFormatError if it is damaged."""
+    root = Path(path)
+    if not root.exists():
+        raise FileNotFoundError(f"nothing at {root}")
+    if (root / "manifest.json").is_file():
+        return describe_index(root)
+    if (root / "config.json").is_file():  # one namespace directory
+        store = describe_store(root.parent)
+        store["namespaces"] = [s for s in store["namespaces"] if s["namespace"] == root.name]
+        return store
+    from .memory import Memory
+
+    if not Memory.namespaces(root):
+        raise FileNotFoundError(f"{root} holds neither a saved index nor a memory store")
+    return describe_store(root)
