@@ -392,3 +392,43 @@ def test_filters_may_read_the_memory_but_not_write_it():
 
     with pytest.raises(RuntimeError, match="while this thread is reading"):
         mem.search("customer", k=3, at_time=NOW, filters=writes)
+
+
+def test_async_memory_mirrors_every_public_method_of_memory_and_session():
+    import inspect
+
+    from poincare_index.memory.aio import AsyncSession
+    from poincare_index.memory.session import Session
+
+    for sync, aio in ((Memory, AsyncMemory), (Session, AsyncSession)):
+        for name in dir(sync):
+            if name.startswith("_"):
+                continue
+            attr = inspect.getattr_static(sync, name)
+            assert hasattr(aio, name), f"{aio.__name__} lacks {name}"
+            if inspect.isfunction(attr) and name != "session":
+                assert inspect.iscoroutinefunction(getattr(aio, name)), name
+                assert inspect.signature(getattr(aio, name)) == inspect.signature(attr), name
+
+
+def test_async_sessions_and_the_rest_of_the_api():
+    async def main(path):
+        async with AsyncMemory(decay=HalfLife(hours=24), path=path) as amem:
+            async with amem.session("chat-1") as s:
+                await s.add("the user prefers tea", t=NOW)
+                await s.add_many(["the user lives in oslo", "the user has a cat"], t=NOW)
+                assert [r.text for r in await s.search("tea", k=1, at_time=NOW)] == ["the user prefers tea"]
+                assert len(await s.list()) == 3
+            await amem.add("outside any session", id="x", t=NOW)
+            await amem.update("x", "outside any session, edited")
+            await amem.invalidate("x", at=NOW + timedelta(hours=1))
+            assert (await amem.stats()).memories == 4 and "x" in amem
+            assert (await amem.to_arrow()).num_rows == 4 and amem.path is not None
+            assert await amem.session("chat-1").end() == 3
+            await amem.checkpoint()
+            assert amem.namespaces(path) == ["default"]
+
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as path:
+        asyncio.run(main(path))

@@ -2,17 +2,62 @@
 
 Every call runs the blocking work (embedding, index search, log writes) in a worker thread via
 ``asyncio.to_thread``, so the event loop stays responsive; the wrapped Memory is thread-safe.
+
+Parity is built, not listed: every public method of :class:`Memory` (and of its
+:class:`Session`) gets a coroutine of the same name and signature here, and a test checks that
+nothing public is missing. Properties (``decay``, ``path``, ...) and ``namespaces`` are plain
+attributes, as on Memory; ``session()`` returns an :class:`AsyncSession`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 from .memory import Memory
-from .result import MemoryStats, Result
+from .session import Session
 
-__all__ = ["AsyncMemory"]
+__all__ = ["AsyncMemory", "AsyncSession"]
+
+
+def _coroutine(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    async def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(getattr(self._target, name), *args, **kwargs)
+
+    return call
+
+
+def _mirror(target: type, into: type, skip: tuple[str, ...] = ()) -> None:
+    """Gives ``into`` a coroutine for each public method of ``target`` and a read-only
+    property for each public property."""
+    for name in dir(target):
+        if name.startswith("_") or name in skip or name in into.__dict__:
+            continue
+        attr = inspect.getattr_static(target, name)
+        if isinstance(attr, property):
+            setattr(into, name, property(lambda self, n=name: getattr(self._target, n), doc=attr.__doc__))
+        elif isinstance(attr, staticmethod):
+            setattr(into, name, attr)
+        elif inspect.isfunction(attr):
+            setattr(into, name, _coroutine(name, attr))
+
+
+class AsyncSession:
+    """A :class:`Session` whose methods are coroutines."""
+
+    def __init__(self, session: Session) -> None:
+        self._target = session
+        self.id = session.id
+
+    async def __aenter__(self) -> AsyncSession:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        return None
 
 
 class AsyncMemory:
@@ -24,48 +69,24 @@ class AsyncMemory:
         if memory is not None and not isinstance(memory, Memory):
             raise TypeError(f"expected a Memory, got {type(memory).__name__}")
         self.memory = memory if memory is not None else Memory(**kwargs)
+        self._target = self.memory
 
-    async def add(self, text: str, id: str | None = None, **kwargs: Any) -> str:
-        return await asyncio.to_thread(self.memory.add, text, id, **kwargs)
-
-    async def add_many(self, texts: Any, ids: Any = None, **kwargs: Any) -> list[str]:
-        return await asyncio.to_thread(self.memory.add_many, texts, ids, **kwargs)
-
-    async def search(self, query: str | None = None, k: int = 5, **kwargs: Any) -> list[Result]:
-        return await asyncio.to_thread(self.memory.search, query, k, **kwargs)
-
-    async def get(self, id: str) -> Result | None:
-        return await asyncio.to_thread(self.memory.get, id)
-
-    async def delete(self, id: str | None = None, **kwargs: Any) -> int:
-        return await asyncio.to_thread(self.memory.delete, id, **kwargs)
-
-    async def update(self, id: str, text: str | None = None, **kwargs: Any) -> None:
-        await asyncio.to_thread(self.memory.update, id, text, **kwargs)
-
-    async def invalidate(self, id: str, at: Any = None) -> None:
-        await asyncio.to_thread(self.memory.invalidate, id, at)
-
-    async def forget(self, older_than: Any, **kwargs: Any) -> int:
-        return await asyncio.to_thread(self.memory.forget, older_than, **kwargs)
-
-    async def list(self, filters: Any = None, **kwargs: Any) -> list[Result]:
-        return await asyncio.to_thread(self.memory.list, filters, **kwargs)
-
-    async def stats(self) -> MemoryStats:
-        return await asyncio.to_thread(self.memory.stats)
-
-    async def checkpoint(self) -> None:
-        await asyncio.to_thread(self.memory.checkpoint)
-
-    async def close(self) -> None:
-        await asyncio.to_thread(self.memory.close)
+    def session(self, session_id: str | None = None) -> AsyncSession:
+        """An :class:`AsyncSession` (see :meth:`Memory.session`); creating one does no I/O."""
+        return AsyncSession(self.memory.session(session_id))
 
     def __len__(self) -> int:
         return len(self.memory)
+
+    def __contains__(self, id: object) -> bool:
+        return id in self.memory
 
     async def __aenter__(self) -> AsyncMemory:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
-        await self.close()
+        await self.close()  # type: ignore[attr-defined]  # made by _mirror
+
+
+_mirror(Memory, AsyncMemory)
+_mirror(Session, AsyncSession)
