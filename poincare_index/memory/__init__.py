@@ -2,7 +2,7 @@
 
 Files: memory.py (the Memory class), search.py (vector / keyword / hybrid ranking), rows.py
 (input checks), log.py + store.py (persistence: append-only log and snapshots), opening.py
-(configuration), keyword.py (BM25 + rank fusion), session.py, retention.py (Parquet archives),
+(configuration), keyword.py (BM25 + rank fusion), session.py, retention.py (Retention, Parquet archives),
 tokens.py (token counting), result.py (Result, MemoryStats), aio.py (AsyncMemory).
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 from .aio import AsyncMemory
 from .memory import Memory
 from .result import Explanation, MemoryStats, Result
+from .retention import Retention
 from .session import Session
 from .store import StoreLockedError
 from .tokens import approx_token_count
@@ -22,6 +23,7 @@ __all__ = [
     "Explanation",
     "MemoryStats",
     "Session",
+    "Retention",
     "StoreLockedError",
     "approx_token_count",
 ]

@@ -25,7 +25,7 @@ from .keyword import KeywordIndex
 from .log import LogWriter
 from .opening import Config, open_config
 from .result import MemoryStats, Result
-from .retention import write_parquet_durably
+from .retention import Retention, run_retention, write_parquet_durably
 from .rows import Batch, make_batch, metadata_columns, times_as_datetime64
 from .search import SearchRequest, run_search
 from .store import NamespaceDir, StoreLockedError
@@ -78,11 +78,17 @@ class Memory(MemoryViews, MemoryJournal):
         num_threads: int | None = None,
         checkpoint_every: int = 20_000,
         compact_min_rows: int = 4096,
+        retention: Retention | None = None,
     ) -> None:
         if token_counter is not None and not callable(token_counter):
             raise TypeError("token_counter must be a callable str -> int")
         if path is None and read_only:
             raise ValueError("read_only=True needs a path")
+        if retention is not None and not isinstance(retention, Retention):
+            raise TypeError(f"retention must be a Retention(...) or None, got {type(retention).__name__}")
+        self._retention = retention
+        self._next_retention_us: int | None = None  # None: due at the first write
+        self._retaining = False
         self._ns = NamespaceDir(Path(path), namespace) if path is not None else None
         self._read_only = bool(read_only)
         if self._ns is not None and not self._read_only:
@@ -339,6 +345,19 @@ class Memory(MemoryViews, MemoryJournal):
                 write_parquet_durably(self._table(rows), Path(archive))
             return self._delete_rows(rows)
 
+    def apply_retention(self, at_time: Any = None) -> int:
+        """Runs the ``retention`` policy now (at ``at_time``, default its clock): deletes the
+        memories older than its max_age, archived first. Returns how many; ValueError without
+        a policy. The writer also runs it on its own after writes, every ``retention.every``."""
+        if self._retention is None:
+            raise ValueError("this Memory has no retention policy (Memory(..., retention=Retention(...)))")
+        at_us = self._retention.now_us() if at_time is None else _time.as_time_scalar(at_time, "at_time")
+        was, self._retaining = self._retaining, True
+        try:
+            return run_retention(self, self._retention.max_age, self._retention.archive_dir, at_us)
+        finally:
+            self._retaining = was
+
     def session(self, session_id: str | None = None) -> Any:
         """A session scope (see :class:`Session`): ``with mem.session("s1") as s: s.add(...)``."""
         from .session import Session
@@ -546,6 +565,22 @@ class Memory(MemoryViews, MemoryJournal):
             yield
             self._maybe_compact()
             self._maybe_checkpoint()
+        self._maybe_retain()
+
+    def _maybe_retain(self) -> None:
+        """After a write: the retention run, when one is due (its own write, not nested)."""
+        policy = self._retention
+        if policy is None or self._retaining:
+            return
+        now_us = policy.now_us()
+        if self._next_retention_us is not None and now_us < self._next_retention_us:
+            return
+        self._retaining = True
+        try:
+            self.apply_retention(_time.micros_to_datetime(now_us))
+        finally:
+            self._retaining = False
+            self._next_retention_us = now_us + policy.every // timedelta(microseconds=1)
 
     def _check_open(self) -> None:
         if self._closed:

@@ -1,16 +1,22 @@
-"""Archiving before deleting: a Parquet file made durable before anything is removed."""
+"""Retention: a policy the writer applies on its own schedule, and archiving before deleting (a
+Parquet file made durable before anything is removed)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .. import _time
 from ..io import _fsync_dir
 
-__all__ = ["write_parquet_durably"]
+__all__ = ["Retention", "archive_path", "run_retention", "write_parquet_durably"]
 
 
 def write_parquet_durably(table: pa.Table, path: Path) -> None:
@@ -32,3 +38,77 @@ def write_parquet_durably(table: pa.Table, path: Path) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+@dataclass(frozen=True)
+class Retention:
+    """Keep memories for ``max_age``: every ``every`` the writer deletes the memories stamped
+    before now - max_age, first archiving them to one Parquet file per run under ``archive_dir``
+    (named by the time range it holds, never overwriting; None: delete without archiving).
+
+    The writer applies it on its own schedule: after a write, when ``every`` has passed since
+    the last run (and on the first write after opening), so an idle store changes nothing.
+    ``clock`` (a callable returning an aware datetime; default the UTC wall clock) is what
+    "now" is, so tests can move time. Not saved with the store: pass it on each open.
+    """
+
+    max_age: timedelta
+    archive_dir: str | os.PathLike[str] | None = None
+    every: timedelta = timedelta(hours=6)
+    clock: Callable[[], datetime] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_age", "every"):
+            value = getattr(self, name)
+            if not isinstance(value, timedelta):
+                raise TypeError(f"Retention.{name} must be a datetime.timedelta, got {type(value).__name__}")
+            if value <= timedelta(0):
+                raise ValueError(f"Retention.{name} must be positive, got {value}")
+        if self.archive_dir is not None:
+            if not isinstance(self.archive_dir, (str, os.PathLike)):
+                raise TypeError(
+                    f"Retention.archive_dir must be a path or None, got {type(self.archive_dir).__name__}"
+                )
+            if not Path(self.archive_dir).is_dir():
+                raise FileNotFoundError(f"Retention.archive_dir {self.archive_dir} is not a directory")
+        if self.clock is not None and not callable(self.clock):
+            raise TypeError("Retention.clock must be a callable returning a datetime")
+
+    def now_us(self) -> int:
+        return _time.as_time_scalar(self.clock() if self.clock is not None else None, "Retention.clock()")
+
+
+def archive_path(directory: str | os.PathLike[str], first_us: int, last_us: int) -> Path:
+    """``memories-<first>--<last>.parquet`` in ``directory`` (UTC, to the second), with a
+    ``-2``, ``-3``, ... suffix when that name is taken: a run never overwrites an archive."""
+    stamp = "%Y%m%dT%H%M%SZ"
+    base = (
+        f"memories-{_time.micros_to_datetime(first_us).strftime(stamp)}"
+        f"--{_time.micros_to_datetime(last_us).strftime(stamp)}"
+    )
+    path = Path(directory) / f"{base}.parquet"
+    n = 1
+    while path.exists():
+        n += 1
+        path = Path(directory) / f"{base}-{n}.parquet"
+    return path
+
+
+def run_retention(mem: Any, max_age: timedelta, archive_dir: Any, at_us: int) -> int:
+    """Deletes ``mem``'s memories stamped before at_us - max_age (archived first when
+    ``archive_dir`` is set); returns how many. Takes the writer lock for the run."""
+    import numpy as np
+
+    cutoff = at_us - max_age // timedelta(microseconds=1)
+    with mem._writing():
+        n = len(mem._mids)
+        t = mem._index._columns._t[:n]
+        held = np.fromiter((m is not None for m in mem._mids), dtype=bool, count=n)
+        rows = np.flatnonzero(held & (t < cutoff)).tolist()
+        if not rows:
+            return 0
+        if archive_dir is not None:
+            stamps = t[rows]
+            path = archive_path(archive_dir, int(stamps.min()), int(stamps.max()))
+            write_parquet_durably(mem._table(rows), path)
+        return mem._delete_rows(rows)

@@ -1,0 +1,75 @@
+"""Retention as configuration: the writer applies it on its own schedule, archiving first."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pyarrow.parquet as pq
+import pytest
+
+from poincare_memory import Memory, Retention
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+class Clock:
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def test_the_writer_applies_retention_when_due_and_archives_each_run(tmp_path):
+    clock = Clock(T0 + timedelta(days=40))
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    with Memory(path=tmp_path / "store") as mem:  # forty days of history, no policy yet
+        mem.add_many([f"note {d}" for d in range(40)], [f"d{d}" for d in range(40)],
+                     t=[T0 + timedelta(days=d) for d in range(40)])  # fmt: skip
+    policy = Retention(max_age=timedelta(days=30), archive_dir=archive, every=timedelta(hours=6), clock=clock)
+    mem = Memory(path=tmp_path / "store", retention=policy)
+    assert len(mem) == 40  # opening deletes nothing
+    mem.add("fresh", id="fresh", t=clock.now)  # the first write after opening: due
+    assert len(mem) == 31 and "d9" not in mem and "d10" in mem  # older than 30 days: gone
+    (first,) = sorted(archive.iterdir())
+    assert first.name == "memories-20260101T000000Z--20260110T000000Z.parquet"
+    assert sorted(pq.read_table(first).column("id").to_pylist()) == sorted(
+        f"d{d}" for d in range(9 + 1) if d < 10
+    )
+    clock.now += timedelta(hours=2)  # not due yet: nothing runs although memories aged
+    mem.add("another", t=clock.now)
+    assert "d10" in mem and len(list(archive.iterdir())) == 1
+    clock.now += timedelta(hours=5)  # due: d10 (aged past 30 days by now) goes, in a new file
+    mem.add("a third", t=clock.now)
+    assert "d10" not in mem and len(list(archive.iterdir())) == 2
+    mem.close()
+    with Memory(path=tmp_path / "store", read_only=True) as reopened:  # the deletions were logged
+        assert "d10" not in reopened and "fresh" in reopened
+
+
+def test_an_archive_is_never_overwritten_and_manual_runs_work(tmp_path):
+    clock = Clock(T0)
+    policy = Retention(max_age=timedelta(days=30), archive_dir=tmp_path, clock=clock)
+    mem = Memory(retention=policy)
+    mem.add("old fact", id="a", t=T0)  # a run at T0: nothing is old yet
+    clock.now = T0 + timedelta(days=100)
+    taken = tmp_path / "memories-20260101T000000Z--20260101T000000Z.parquet"
+    taken.write_bytes(b"someone else's file")
+    assert mem.apply_retention() == 1
+    assert taken.read_bytes() == b"someone else's file"
+    assert (tmp_path / "memories-20260101T000000Z--20260101T000000Z-2.parquet").exists()
+    assert mem.apply_retention(at_time=T0 + timedelta(days=200)) == 0
+    with pytest.raises(ValueError, match="no retention policy"):
+        Memory().apply_retention()
+
+
+def test_retention_is_validated():
+    with pytest.raises(TypeError, match="max_age"):
+        Retention(max_age=30)
+    with pytest.raises(ValueError, match="every"):
+        Retention(max_age=timedelta(days=1), every=timedelta(0))
+    with pytest.raises(FileNotFoundError, match="archive_dir"):
+        Retention(max_age=timedelta(days=1), archive_dir="/no/such/dir")
+    with pytest.raises(TypeError, match="retention"):
+        Memory(retention={"max_age": 30})
