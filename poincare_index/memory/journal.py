@@ -36,6 +36,11 @@ class MemoryJournal:
     _texts: list[str | None]
     _row_of: dict[str, int]
     _config: Any
+    _lock: Any
+    _snapshot: str | None
+    _seen: Any
+    _version: int
+    _closed: bool
 
     def _checkpoint_locked(self) -> None:
         """Snapshot at the current sequence number, then a fresh log, then the old files go.
@@ -119,6 +124,50 @@ class MemoryJournal:
             path = logs[-1] if logs else self._ns.log_path(self._seq + 1)
             self._writer = LogWriter(path, fsync=self._fsync)
 
+    def refresh(self) -> bool:
+        """A read-only Memory: take in what the writer acknowledged since the last look (tail the
+        log; after a checkpoint, load the new snapshot). Returns whether anything changed. Called
+        on its own before every search, get, list, to_arrow, stats, ``in`` and ``len``, so a
+        reader never answers from a state older than the writes acknowledged before the call
+        began. Never blocks the writer (it only reads files) and never reads a torn record (a
+        record still being written is taken at the next call). A writer's Memory is always
+        current: refresh() returns False."""
+        if self._closed or not self._read_only or self._ns is None:
+            return False
+        if getattr(self._lock._local, "depth", 0):
+            return False  # inside this Memory's own read (a filter callable): keep its state
+        signature = self._ns.signature()
+        if signature is not None and signature == self._seen:
+            return False
+        with self._lock.writing():
+            snapshot, _ = self._ns.current()
+            if snapshot != self._snapshot:  # a checkpoint: the logs we tailed may be gone
+                self._reload_from(type(self)(path=self._ns.dir.parent, namespace=self._ns.dir.name,
+                                             read_only=True, num_threads=self._index.num_threads,
+                                             ef_search=self._index.ef_search))  # fmt: skip
+            else:
+                try:
+                    for seq, header, blob in iter_records(self._ns.log_paths(), self._seq):
+                        self._replay(seq, header, blob)
+                        self._seq = seq
+                except FileNotFoundError:  # a checkpoint removed a log under us: next call reloads
+                    self._seen = None
+                    return True
+            self._seen = signature
+            self._version += 1
+        return True
+
+    def _reload_from(self, fresh: Any) -> None:
+        """Takes over the state of a freshly opened reader of the same store."""
+        self._index, self._mids, self._texts, self._row_of = (
+            fresh._index,
+            fresh._mids,
+            fresh._texts,
+            fresh._row_of,
+        )
+        self._seq, self._snapshot, self._config = fresh._seq, fresh._snapshot, fresh._config
+        fresh._closed = True
+
     def _load(self, ef_search: int) -> str | None:
         assert self._ns is not None
         snapshot, snap_seq = self._ns.current()
@@ -129,10 +178,12 @@ class MemoryJournal:
             self._tune_index(ef_search)
             self._row_of = {m: r for r, m in enumerate(self._mids) if m is not None}
         self._seq = snap_seq
+        self._seen = self._ns.signature()  # taken before the logs are read: never newer than them
         for seq, header, blob in iter_records(self._ns.log_paths(), snap_seq):
             self._replay(seq, header, blob)
             self._seq = seq
             self._since_checkpoint += 1
+        self._snapshot = snapshot
         return snapshot
 
     def _replay(self, seq: int, header: dict[str, Any], blob: bytes) -> None:

@@ -143,6 +143,8 @@ class Memory(MemoryViews, MemoryJournal):
         self._retrievals = 0
         self._tokens_retrieved = 0
         self._closed = False
+        self._snapshot: str | None = None  # the snapshot the state was loaded from
+        self._seen: Any = None  # the store's signature when the state was last brought up to date
 
     # ---- configuration --------------------------------------------------------------------
     @property
@@ -433,6 +435,7 @@ class Memory(MemoryViews, MemoryJournal):
         )  # fmt: skip
         if request.vector is None and query is not None:
             request.vector = embed_checked(self._config.embedder, [query])
+        self.refresh()
         with self._lock.reading():
             results = run_search(self, request)
             if max_tokens is not None:
@@ -446,6 +449,7 @@ class Memory(MemoryViews, MemoryJournal):
 
     def get(self, id: str) -> Result | None:
         """The memory with this id, or None."""
+        self.refresh()
         with self._lock.reading():
             row = self._row_of.get(id) if isinstance(id, str) else None
             return None if row is None else self._result_rows([row])[0]
@@ -457,9 +461,11 @@ class Memory(MemoryViews, MemoryJournal):
         return result
 
     def __contains__(self, id: object) -> bool:
+        self.refresh()
         return isinstance(id, str) and id in self._row_of
 
     def __len__(self) -> int:
+        self.refresh()
         return len(self._row_of)
 
     def __iter__(self) -> Iterator[Result]:
@@ -471,6 +477,7 @@ class Memory(MemoryViews, MemoryJournal):
         at most ``limit`` of them."""
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise ValueError(f"limit must be a positive int or None, got {limit!r}")
+        self.refresh()
         with self._lock.reading():
             rows = self._matching_rows(filters, limit)
             return self._result_rows(rows)
@@ -478,11 +485,13 @@ class Memory(MemoryViews, MemoryJournal):
     def to_arrow(self) -> pa.Table:
         """All live memories as a table: id, text, t, valid_from, valid_until, access_count,
         then the metadata columns."""
+        self.refresh()
         with self._lock.reading():
             return self._table([r for r, m in enumerate(self._mids) if m is not None])
 
     def stats(self) -> MemoryStats:
         """Counts since this Memory was opened, and the tokens stored (by the token counter)."""
+        self.refresh()
         with self._lock.reading():
             stored = sum(
                 self._token_counter(t) for t, m in zip(self._texts, self._mids) if m is not None and t

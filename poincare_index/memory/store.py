@@ -289,6 +289,19 @@ class NamespaceDir:
                 found.append((int(m.group(1)), p))
         return [p for _, p in sorted(found)]
 
+    def signature(self) -> tuple[Any, ...] | None:
+        """What changes whenever the writer acknowledges an operation or checkpoints: CURRENT's
+        identity and the logs' names and sizes (None while files move under a checkpoint)."""
+        try:
+            st = (self.dir / "CURRENT").stat()
+            current = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except FileNotFoundError:
+            current = None
+        try:
+            return current, tuple((p.name, p.stat().st_size) for p in self.log_paths())
+        except (FileNotFoundError, IndexFormatError):
+            return None
+
     def log_path(self, first_seq: int) -> Path:
         return self.dir / f"log-{first_seq:016d}.bin"
 

@@ -1,0 +1,114 @@
+"""Several processes, one store: read-only Memories follow their writer."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from datetime import datetime, timedelta, timezone
+
+from poincare_memory import Memory
+
+WRITER = """
+import os, sys, time
+from poincare_memory import Memory
+path, acks, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+fd = os.open(acks, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+mem = Memory(path=path, checkpoint_every=40, num_threads=1)
+while open(acks + ".ready").read().count("ready") < 2:  # both readers are following
+    time.sleep(0.01)
+for i in range(n):
+    mem.add(f"note number {i} about the release", id=f"m{i}")
+    if i % 7 == 3:
+        os.write(fd, f"~m{i - 1}\\n".encode())  # about to delete: from now on either state is right
+        mem.delete(f"m{i - 1}")
+        os.write(fd, f"-m{i - 1}\\n".encode())
+    os.write(fd, f"+m{i}\\n".encode())  # written after the add returned: acknowledged
+mem.close()
+os.write(fd, b"done\\n")
+"""
+
+READER = """
+import json, sys, time
+from poincare_memory import Memory
+path, acks = sys.argv[1], sys.argv[2]
+mem = Memory(path=path, read_only=True, num_threads=1)
+with open(acks + ".ready", "a") as f:
+    f.write("ready\\n")
+checks, stale, lags = 0, [], []
+while True:
+    lines = open(acks).read().split()
+    done = "done" in lines
+    added = {l[1:] for l in lines if l.startswith("+")}
+    deleted = {l[1:] for l in lines if l.startswith("-")}
+    deleting = {l[1:] for l in lines if l.startswith("~")}
+    started = time.perf_counter()
+    missing = []
+    for mid in sorted(added - deleting)[-20:]:  # acknowledged before this check began
+        checks += 1
+        if mem.get(mid) is None:
+            missing.append(mid)
+    if missing:  # a delete the writer began after the acks were read is not staleness
+        deleting = {l[1:] for l in open(acks).read().split() if l.startswith("~")}
+        stale.extend(m for m in missing if m not in deleting)
+    for mid in sorted(deleted)[-5:]:
+        checks += 1
+        if mid in mem:
+            stale.append("deleted " + mid)
+    lags.append(time.perf_counter() - started)
+    mem.search("release note", k=3, touch=False)
+    if done:
+        break
+print(json.dumps({"checks": checks, "stale": stale[:10], "final": len(mem), "max_check_s": max(lags)}))
+"""
+
+
+def test_two_reader_processes_see_every_acknowledged_write(tmp_path):
+    store, acks = tmp_path / "store", tmp_path / "acks"
+    Memory(path=store).close()  # the store exists before the readers open it
+    acks.write_text("")
+    (tmp_path / "acks.ready").write_text("")
+    n = 240
+    writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent(WRITER), str(store), str(acks), str(n)],
+                              cwd=tmp_path, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    readers = [
+        subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(READER), str(store), str(acks)],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for _ in range(2)
+    ]
+    assert writer.wait(timeout=300) == 0, writer.stderr.read()[-3000:]
+    for reader in readers:
+        out, err = reader.communicate(timeout=300)
+        assert reader.returncode == 0, err[-3000:]
+        report = json.loads(out)
+        assert report["stale"] == [] and report["checks"] > 20, report
+        assert report["final"] == n - len([i for i in range(n) if i % 7 == 3])
+    with Memory(path=store, read_only=True) as reader:
+        assert reader.refresh() is False  # opened just now: nothing new
+
+
+def test_refresh_in_one_process_tails_the_log_and_follows_a_checkpoint(tmp_path):
+    t = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    writer = Memory(path=tmp_path, checkpoint_every=10_000)
+    writer.add("first fact", id="a", t=t)
+    reader = Memory(path=tmp_path, read_only=True)
+    assert len(reader) == 1
+    writer.add("second fact", id="b", t=t + timedelta(hours=1))
+    writer.update("a", "first fact, corrected")
+    assert reader.get("b") is not None and reader["a"].text == "first fact, corrected"
+    assert reader.refresh() is False
+    writer.checkpoint()  # a new snapshot, the old log removed
+    writer.delete("b")
+    started = time.perf_counter()
+    assert "b" not in reader and len(reader) == 1
+    assert time.perf_counter() - started < 30
+    assert writer.refresh() is False  # a writer is always current
+    writer.close()
+    reader.close()
