@@ -16,6 +16,7 @@ from .._core import IndexFormatError
 from .codec import value_from_json, value_to_json
 from .log import LogWriter, iter_records
 from .rows import Batch, make_batch
+from .usage import save_usage
 
 __all__ = ["MemoryJournal"]
 
@@ -41,6 +42,7 @@ class MemoryJournal:
     _seen: Any
     _version: int
     _closed: bool
+    _usage: Any
 
     def _checkpoint_locked(self) -> None:
         """Snapshot at the current sequence number, then a fresh log, then the old files go.
@@ -52,6 +54,7 @@ class MemoryJournal:
     def _write_snapshot_and_rotate(self, index: Any, mids: list[str | None], texts: list[str | None]) -> None:
         assert self._ns is not None
         snapshot = self._ns.write_snapshot(self._seq, index, mids, texts)
+        save_usage(self._ns.dir, self._usage)
         writer = LogWriter(self._ns.log_path(self._seq + 1), fsync=self._fsync)
         old, self._writer = self._writer, writer
         if old is not None:

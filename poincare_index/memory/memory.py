@@ -30,6 +30,7 @@ from .rows import Batch, make_batch, metadata_columns, times_as_datetime64
 from .search import SearchRequest, run_search
 from .store import NamespaceDir, StoreLockedError
 from .tokens import approx_token_count
+from .usage import UsageCounter, load_usage, save_usage
 from .views import MemoryViews
 
 __all__ = ["Memory", "StoreLockedError"]
@@ -117,6 +118,7 @@ class Memory(MemoryViews, MemoryJournal):
             self._writer: LogWriter | None = None
             if self._ns is not None:
                 self._recover(ef_search)
+            self._usage = load_usage(self._ns.dir) if self._ns is not None else UsageCounter()
         except BaseException:
             if self._ns is not None:
                 self._ns.unlock()
@@ -140,8 +142,6 @@ class Memory(MemoryViews, MemoryJournal):
         self._version = 0  # bumped by every structural change
         self._touches = 0  # bumped by every access counted
         self._view_cache: tuple[int, pa.Array, pa.Array] | None = None
-        self._retrievals = 0
-        self._tokens_retrieved = 0
         self._closed = False
         self._snapshot: str | None = None  # the snapshot the state was loaded from
         self._seen: Any = None  # the store's signature when the state was last brought up to date
@@ -442,9 +442,8 @@ class Memory(MemoryViews, MemoryJournal):
                 results = _fit_budget(results, max_tokens, self._token_counter)
             if touch and results and not self._read_only:
                 results = self._touch(results)
-        with self._log_lock:
-            self._retrievals += 1
-            self._tokens_retrieved += sum(self._token_counter(r.text) for r in results)
+        tokens = sum(self._token_counter(r.text) for r in results)
+        self._usage.record(_time.now_micros(), session, tokens)
         return results
 
     def get(self, id: str) -> Result | None:
@@ -489,15 +488,24 @@ class Memory(MemoryViews, MemoryJournal):
         with self._lock.reading():
             return self._table([r for r, m in enumerate(self._mids) if m is not None])
 
-    def stats(self) -> MemoryStats:
-        """Counts since this Memory was opened, and the tokens stored (by the token counter)."""
+    def stats(self, since: Any = None) -> MemoryStats:
+        """Retrieval counts (all, or from the hour holding ``since`` on; a persistent store's
+        last across reopening, saved at checkpoints and on close) and the tokens stored."""
+        since_us = None if since is None else _time.as_time_scalar(since, "since")
         self.refresh()
         with self._lock.reading():
             stored = sum(
                 self._token_counter(t) for t, m in zip(self._texts, self._mids) if m is not None and t
             )
-            per = self._tokens_retrieved / self._retrievals if self._retrievals else 0.0
-            return MemoryStats(len(self), self._retrievals, self._tokens_retrieved, per, stored)
+            total, sessions = self._usage.total(since_us)
+            return MemoryStats(
+                len(self),
+                total.retrievals,
+                total.tokens_retrieved,
+                total.tokens_per_retrieval,
+                stored,
+                sessions,
+            )
 
     # ---- persistence ----------------------------------------------------------------------
     def checkpoint(self) -> None:
@@ -514,8 +522,11 @@ class Memory(MemoryViews, MemoryJournal):
         if self._closed:
             return
         try:
-            if self._ns is not None and not self._read_only and self._since_checkpoint:
-                self.checkpoint()
+            if self._ns is not None and not self._read_only:
+                if self._since_checkpoint:
+                    self.checkpoint()  # saves the usage counters too
+                else:
+                    save_usage(self._ns.dir, self._usage)  # searches since the last checkpoint
         finally:
             self._closed = True
             if self._writer is not None:

@@ -88,11 +88,14 @@ class Result:
 
 @dataclass(frozen=True)
 class MemoryStats:
-    """Counters since the Memory was opened: ``tokens_per_retrieval`` is the mean token count
-    (by the store's token counter) of the texts each search returned."""
+    """Retrieval counters (a persistent store's carry over reopening; see usage.py) for the
+    period asked (all, or from ``since``'s hour on): ``tokens_per_retrieval`` is the mean token
+    count (by the store's token counter) of the texts each search returned; ``sessions`` the
+    same per session id (searches made through a session or with ``session=``)."""
 
     memories: int
     retrievals: int
     tokens_retrieved: int
     tokens_per_retrieval: float
     stored_tokens: int
+    sessions: dict[str, Any] = field(default_factory=dict)

@@ -30,7 +30,7 @@ INTERESTING_VALUES: list[Any] = INTERESTING_INTS + [
     {"$datetime_us": 2**62}, {"type": "Product", "policies": []},
 ]  # fmt: skip
 
-JSON_CHECKSUMMED = ("manifest.json", "config.json", "CURRENT")
+JSON_CHECKSUMMED = ("manifest.json", "config.json", "CURRENT", "usage.json")
 
 
 class Case:
