@@ -3,6 +3,7 @@ then show time at work in the memory layer."""
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -53,7 +54,7 @@ def run_demo(
 
     index = PoincareIndex(dim, M=16, ef_construction=200, seed=seed, num_threads=threads)
     t0 = time.perf_counter()
-    index.add(base)
+    index.add(base, progress=sys.stderr.isatty())  # a bar on a terminal
     build_s = time.perf_counter() - t0
     print(f"  HNSW build (M=16, ef_construction=200): {build_s:.2f} s, {n / build_s:,.0f} points/s")
 

@@ -11,6 +11,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _core, _time
+from ._progress import progress_bar
 from ._validation import as_id, as_ids, as_matrix, as_positive_int, check_result_size
 from .columns import ColumnStore, check_window, metadata_table
 from .decay import DEFAULT_FUTURE_TOLERANCE, DEFAULT_FUTURE_WEIGHT, DecayPolicy
@@ -108,6 +109,7 @@ class _IndexBase:
         valid_from: Any = None,
         valid_until: Any = None,
         metadata: Any = None,
+        progress: bool = False,
     ) -> None:
         """Add vectors (n, dim); they get ids ``next_id .. next_id + n - 1``.
 
@@ -126,7 +128,7 @@ class _IndexBase:
                     f"stored ({start - 1}) and would pass 2**63 - 1; give ids with add_with_ids"
                 )
             ids = np.arange(start, start + arr.shape[0], dtype=np.int64)
-            self._add(arr, ids, t, valid_from, valid_until, metadata)
+            self._add(arr, ids, t, valid_from, valid_until, metadata, progress)
 
     def add_with_ids(
         self,
@@ -136,6 +138,7 @@ class _IndexBase:
         valid_from: Any = None,
         valid_until: Any = None,
         metadata: Any = None,
+        progress: bool = False,
     ) -> None:
         """Add vectors (n, dim) with int64 ids (unique, not already in the index, not -1).
 
@@ -144,13 +147,14 @@ class _IndexBase:
         now. ``valid_from``/``valid_until``: the window in which the point holds (None/NaT: an
         open end); valid_until must be after valid_from. ``metadata``: a dict of columns or a
         pyarrow Table with one row per point. All of it lands in :attr:`columns`.
+        ``progress=True`` shows a progress bar (tqdm) while the graph is built.
         """
         arr = as_matrix(x, self.dim, "x")
         id_arr = as_ids(ids)
         if id_arr.shape[0] != arr.shape[0]:
             raise ValueError(f"x has {arr.shape[0]} rows but ids has {id_arr.shape[0]} entries")
         with self._write_lock:
-            self._add(arr, id_arr, t, valid_from, valid_until, metadata)
+            self._add(arr, id_arr, t, valid_from, valid_until, metadata, progress)
 
     def _add(
         self,
@@ -160,6 +164,7 @@ class _IndexBase:
         valid_from: Any = None,
         valid_until: Any = None,
         metadata: Any = None,
+        progress: bool = False,
     ) -> None:
         n = arr.shape[0]
         # Validate the whole batch before the first chunk so a bad row changes nothing.
@@ -177,20 +182,28 @@ class _IndexBase:
         # the chunks that completed (a prefix of the batch; ntotal says how many). Each chunk's
         # column rows go in first (a concurrent search only reads rows it has a view of) and
         # come out again if the core refuses the chunk.
-        for start in range(0, n, self._add_chunk):
-            end = min(n, start + self._add_chunk)
-            chunk_meta = meta.slice(start, end - start) if meta is not None else None
-            # The slots this chunk will take (removed points' slots first, see reuse_slots):
-            # their column rows are written before the core sees the points.
-            slots = self._core.plan_slots(end - start, bool(self.reuse_slots))
-            undo = self._columns.place(
-                slots, ids[start:end], t_us[start:end], vf[start:end], vu[start:end], chunk_meta
-            )
-            try:
-                self._core.add(arr[start:end], ids[start:end], slots)
-            except BaseException:
-                self._columns.undo(undo)
-                raise
+        with progress_bar(progress, n, "add") as bar:
+            for start in range(0, n, self._add_chunk):
+                end = min(n, start + self._add_chunk)
+                self._add_chunk_rows(arr, ids, t_us, vf, vu, meta, start, end)
+                bar.update(end - start)
+
+    def _add_chunk_rows(
+        self, arr: Any, ids: Any, t_us: Any, vf: Any, vu: Any, meta: Any, start: int, end: int
+    ) -> None:
+        """One chunk of an add: its column rows, then the core's points (undone if refused)."""
+        chunk_meta = meta.slice(start, end - start) if meta is not None else None
+        # The slots this chunk will take (removed points' slots first, see reuse_slots): their
+        # column rows are written before the core sees the points.
+        slots = self._core.plan_slots(end - start, bool(self.reuse_slots))
+        undo = self._columns.place(
+            slots, ids[start:end], t_us[start:end], vf[start:end], vu[start:end], chunk_meta
+        )
+        try:
+            self._core.add(arr[start:end], ids[start:end], slots)
+        except BaseException:
+            self._columns.undo(undo)
+            raise
 
     def remove_ids(self, ids: ArrayLike) -> int:
         """Remove the given ids; unknown ids are ignored (as in FAISS). Returns how many were removed.

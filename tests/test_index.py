@@ -306,3 +306,14 @@ def test_automatic_ids_never_collide_and_say_when_no_room_is_left(cls):
         index.add(x[:2])
     assert index.ntotal == 2
     index.add_with_ids(x[:1], np.array([7]))  # explicit ids still work
+
+
+def test_progress_bar_is_opt_in_and_validated(capsys):
+    index = pi.PoincareIndex(4, num_threads=1)
+    x = np.random.default_rng(0).uniform(-0.2, 0.2, size=(100, 4)).astype(np.float32)
+    index.add(x[:50])
+    assert capsys.readouterr().err == ""  # off by default
+    index.add(x[50:], progress=True)
+    assert "add" in capsys.readouterr().err and index.ntotal == 100
+    with pytest.raises(TypeError, match="progress"):
+        index.add(x[:1], progress="yes")

@@ -211,9 +211,11 @@ class Memory(MemoryViews, MemoryJournal):
         valid_until: Any = None,
         metadata: Sequence[Mapping[str, Any] | None] | None = None,
         vectors: Any = None,
+        progress: bool = False,
     ) -> list[str]:
         """Store a batch (one embedder call); returns the ids. All or nothing: a bad entry
-        raises before anything is stored. Times may be one value for all or one per text."""
+        raises before anything is stored. Times may be one value for all or one per text.
+        ``progress=True``: a progress bar while the index takes them in."""
         if isinstance(texts, str):
             raise TypeError("texts must be a sequence of str; use add() for one text")
         texts = list(texts)
@@ -232,7 +234,7 @@ class Memory(MemoryViews, MemoryJournal):
                     raise ValueError(f"memory {i}: id {mid!r} already exists (use update)")
             if len(batch) == 0:
                 return []
-            rows = self._apply_add(batch, vecs)
+            rows = self._apply_add(batch, vecs, progress=progress)
             self._log_or_undo({"op": "add", "rows": rows, **batch_json(batch)}, vecs, rows)
         return batch.ids
 
@@ -614,14 +616,16 @@ class Memory(MemoryViews, MemoryJournal):
             raise KeyError(f"no memory with id {id!r}")
         return row
 
-    def _apply_add(self, batch: Batch, vecs: Any, access: Sequence[int] | None = None) -> list[int]:
+    def _apply_add(
+        self, batch: Batch, vecs: Any, access: Sequence[int] | None = None, progress: bool = False
+    ) -> list[int]:
         first = len(self._mids)
         rows = list(range(first, first + len(batch)))
         self._index.add_with_ids(
             vecs, np.asarray(rows, dtype=np.int64), t=batch.t.astype("datetime64[us]"),
             valid_from=times_as_datetime64(batch.valid_from, _time.OPEN_START),
             valid_until=times_as_datetime64(batch.valid_until, _time.OPEN_END),
-            metadata=metadata_columns(batch.metadata),
+            metadata=metadata_columns(batch.metadata), progress=progress,
         )  # fmt: skip
         self._mids.extend(batch.ids)
         self._texts.extend(batch.texts)
