@@ -53,8 +53,6 @@ def describe_index(path: Path) -> dict[str, Any]:
 
 def describe_store(root: Path) -> dict[str, Any]:
     from .memory import Memory
-    from .memory.codec import policy_to_json
-    from .memory.opening import embedder_spec
     from .memory.store import CONFIG_VERSION
 
     names = Memory.namespaces(root)
@@ -63,20 +61,13 @@ def describe_store(root: Path) -> dict[str, Any]:
         with Memory(path=root, namespace=name, read_only=True, num_threads=1) as mem:
             table = mem.to_arrow()
             t_us = table.column("t").cast("int64").to_numpy() if table.num_rows else np.zeros(0, np.int64)
-            cfg = mem._config
             spaces.append(
                 {
                     "namespace": name,
                     "memories": len(mem),
                     "time_range": _time_range(t_us),
                     "bytes_on_disk": _bytes_under(root / name),
-                    "embedder": embedder_spec(cfg.embedder),
-                    "decay": policy_to_json(cfg.decay),
-                    "depth_bias": cfg.depth_bias,
-                    "time_coef": cfg.time_coef,
-                    "future_weight": cfg.future_weight,
-                    "future_tolerance_s": cfg.future_tolerance.total_seconds(),
-                    "hnsw": {"M": cfg.M, "ef_construction": cfg.ef_construction},
+                    **mem._config.to_json(),
                     "snapshot_seq": mem._ns.current()[1],
                     "last_seq": mem._seq,
                 }

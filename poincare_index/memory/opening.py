@@ -34,6 +34,19 @@ class Config:
     ef_construction: int
     future_tolerance: timedelta = DEFAULT_FUTURE_TOLERANCE
 
+    def to_json(self) -> dict[str, Any]:
+        """The fields config.json holds (see store.NamespaceDir.read_config)."""
+        return {
+            "embedder": embedder_spec(self.embedder),
+            "decay": policy_to_json(self.decay),
+            "depth_bias": self.depth_bias,
+            "time_coef": self.time_coef,
+            "future_weight": self.future_weight,
+            "future_tolerance_s": self.future_tolerance.total_seconds(),
+            "M": self.M,
+            "ef_construction": self.ef_construction,
+        }
+
     def for_query(self, overrides: dict[str, Any]) -> Config:
         """This configuration with one search's time settings (decay, time_coef, depth_bias,
         future_tolerance) in place of the store's; each validated as the constructor does."""
@@ -156,16 +169,7 @@ def open_config(
         ef_construction=ef_construction,
         future_tolerance=future_tolerance,
     )
-    body = {
-        "embedder": embedder_spec(cfg.embedder),
-        "decay": policy_to_json(cfg.decay),
-        "depth_bias": cfg.depth_bias,
-        "time_coef": cfg.time_coef,
-        "future_weight": cfg.future_weight,
-        "future_tolerance_s": cfg.future_tolerance.total_seconds(),
-        "M": cfg.M,
-        "ef_construction": cfg.ef_construction,
-    }
+    body = cfg.to_json()
     if ns is not None and not read_only and (not saved or any(saved.get(k) != v for k, v in body.items())):
         ns.write_config(body)
     return cfg
