@@ -301,3 +301,22 @@ def test_time_metadata_past_what_datetime_holds_is_refused_at_add_and_in_a_file(
     _fix_arrow_checksums(_Case(tmp_path / "ix"), path)
     with pytest.raises(pi.IndexFormatError, match="years 1..9999"):
         pi.read_index(tmp_path / "ix")
+
+
+def test_a_snapshot_with_metadata_of_a_type_memory_never_writes_is_refused(tmp_path):
+    """Found by the long fuzz run: a metadata column cast to timestamp[ns] made list() fail."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    mem = Memory(embedder=HashingEmbedder(dim=16), path=tmp_path, num_threads=1)
+    mem.add_many(["alpha note", "beta note"], ["a", "b"], t=T0, metadata=[{"n": 1}, {"n": 2}])
+    mem.close()
+    path = next((tmp_path / "default").glob("snap-*/index/columns-*.arrow"))
+    table = ipc.open_file(pa.BufferReader(path.read_bytes())).read_all()
+    i = table.column_names.index("n")
+    table = table.set_column(i, "n", table.column(i).cast(pa.timestamp("ns")))
+    with pa.OSFile(str(path), "wb") as sink, ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    _fix_arrow_checksums(_Case(path.parent), path)
+    with pytest.raises(pi.IndexFormatError, match="never writes"):
+        Memory(path=tmp_path, read_only=True)

@@ -48,6 +48,9 @@ _NAMESPACE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 _SNAP = re.compile(r"^snap-(\d{16})(?:-[0-9a-f]{8})?$")
 _LOG = re.compile(r"^log-(\d{16})\.bin$")
 _ROWS_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string())])
+# The Arrow types rows.metadata_columns makes from metadata values (str, int, float, bool,
+# datetime, all None): a snapshot holding another one was not written by a Memory.
+_METADATA_TYPES = (pa.string(), pa.int64(), pa.float64(), pa.bool_(), pa.timestamp("us", tz="UTC"), pa.null())
 
 
 class StoreLockedError(RuntimeError):
@@ -263,6 +266,13 @@ class NamespaceDir:
         index = read_index(snap / "index", num_threads=num_threads)
         if not isinstance(index, PoincareIndex) or len(index.columns) != n_rows:
             raise IndexFormatError(f"{snap}: the index and the rows file disagree (corrupted snapshot)")
+        meta = index._columns.metadata
+        for field in meta.schema if meta is not None else ():
+            if field.type not in _METADATA_TYPES:
+                raise IndexFormatError(
+                    f"{snap}: metadata column {field.name!r} has type {field.type}, which a Memory never "
+                    f"writes ({', '.join(map(str, _METADATA_TYPES))})"
+                )
         held = [m is not None for m in mids]
         if held != [t is not None for t in texts]:
             raise IndexFormatError(f"{rows_path}: a row has a memory id without a text, or the reverse")
