@@ -133,8 +133,9 @@ class MemoryJournal:
         on its own before every search, get, list, to_arrow, stats, ``in`` and ``len``, so a
         reader never answers from a state older than the writes acknowledged before the call
         began. Never blocks the writer (it only reads files) and never reads a torn record (a
-        record still being written is taken at the next call). A writer's Memory is always
-        current: refresh() returns False."""
+        record still being written is taken at the next call). A writer that checkpoints
+        faster than a snapshot can be read leaves the reader on its last state until a read
+        completes (no error). A writer's Memory is always current: refresh() returns False."""
         if self._closed or not self._read_only or self._ns is None:
             return False
         if getattr(self._lock._local, "depth", 0):
@@ -145,9 +146,18 @@ class MemoryJournal:
         with self._lock.writing():
             snapshot, _ = self._ns.current()
             if snapshot != self._snapshot:  # a checkpoint: the logs we tailed may be gone
-                self._reload_from(type(self)(path=self._ns.dir.parent, namespace=self._ns.dir.name,
-                                             read_only=True, num_threads=self._index.num_threads,
-                                             ef_search=self._index.ef_search))  # fmt: skip
+                try:
+                    fresh = type(self)(path=self._ns.dir.parent, namespace=self._ns.dir.name,
+                                       read_only=True, num_threads=self._index.num_threads,
+                                       ef_search=self._index.ef_search)  # fmt: skip
+                except (IndexFormatError, OSError):
+                    if self._ns.current()[0] == snapshot:
+                        raise  # the store stood still and still does not load: damage, not a race
+                    # The writer checkpointed again while we read (faster than one snapshot
+                    # read): keep answering from the state we have and try at the next call.
+                    self._seen = None
+                    return False
+                self._reload_from(fresh)
             else:
                 try:
                     for seq, header, blob in iter_records(self._ns.log_paths(), self._seq):
