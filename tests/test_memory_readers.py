@@ -9,10 +9,14 @@ import textwrap
 import time
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from poincare_memory import Memory
 
 WRITER = """
 import os, sys, time
+import pytest
+
 from poincare_memory import Memory
 path, acks, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 fd = os.open(acks, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
@@ -32,6 +36,8 @@ os.write(fd, b"done\\n")
 
 READER = """
 import json, sys, time
+import pytest
+
 from poincare_memory import Memory
 path, acks = sys.argv[1], sys.argv[2]
 mem = Memory(path=path, read_only=True, num_threads=1)
@@ -112,3 +118,32 @@ def test_refresh_in_one_process_tails_the_log_and_follows_a_checkpoint(tmp_path)
     assert writer.refresh() is False  # a writer is always current
     writer.close()
     reader.close()
+
+
+def test_a_reader_outpaced_by_checkpoints_keeps_its_state_and_damage_still_raises(tmp_path, monkeypatch):
+    import poincare_index as pi
+
+    writer = Memory(path=tmp_path)
+    writer.add("first fact", id="a")
+    reader = Memory(path=tmp_path, read_only=True)
+    writer.add("second fact", id="b")
+    writer.checkpoint()
+    counter = iter(range(100))
+
+    def outpaced(self, ef_search):  # the writer checkpoints again while the snapshot is read
+        writer.add(f"fact {next(counter)}")
+        writer.checkpoint()
+        raise OSError("the snapshot was removed while being read")
+
+    monkeypatch.setattr(Memory, "_recover", outpaced)
+    assert reader.refresh() is False and "b" not in reader._row_of  # the last state, no error
+
+    def damaged(self, ef_search):  # the store stands still and does not load
+        raise pi.IndexFormatError("damaged snapshot")
+
+    monkeypatch.setattr(Memory, "_recover", damaged)
+    with pytest.raises(pi.IndexFormatError, match="damaged"):
+        reader.refresh()
+    monkeypatch.undo()
+    assert "b" in reader and len(reader) == len(writer)
+    writer.close()
