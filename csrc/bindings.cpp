@@ -67,6 +67,13 @@ void bind_common(py::class_<Core>& cls) {
       .def_property_readonly("ntotal", &Core::ntotal)
       .def_property_readonly("slots", &Core::slots)
       .def_property_readonly("next_auto_id", &Core::next_auto_id)
+      .def("live_slots",
+           [](const Core& self) {
+             const std::vector<std::uint8_t> live = self.live_slots();
+             py::array_t<bool> out(static_cast<py::ssize_t>(live.size()));
+             std::copy(live.begin(), live.end(), out.mutable_data());
+             return out;
+           })
       .def("slot_ids",
            [](const Core& self) {
              const std::vector<std::int64_t> ids = self.slot_ids();

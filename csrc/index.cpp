@@ -31,6 +31,12 @@ std::vector<std::int64_t> IndexCore::slot_ids() const {
   std::shared_lock<std::shared_mutex> g(rw_);
   return std::vector<std::int64_t>(storage_.ids(), storage_.ids() + storage_.slots());
 }
+std::vector<std::uint8_t> IndexCore::live_slots() const {
+  std::shared_lock<std::shared_mutex> g(rw_);
+  std::vector<std::uint8_t> live(storage_.slots());
+  for (std::size_t s = 0; s < live.size(); ++s) live[s] = storage_.is_deleted(s) ? 0 : 1;
+  return live;
+}
 std::int64_t IndexCore::next_auto_id() const {
   std::shared_lock<std::shared_mutex> g(rw_);
   return std::max<std::int64_t>(static_cast<std::int64_t>(storage_.live()),

@@ -31,6 +31,8 @@ class IndexCore {
   std::size_t slots() const;
   // The id stored in each slot (removed points' slots included), in slot order.
   std::vector<std::int64_t> slot_ids() const;
+  // 1 for each slot holding a live point, 0 for a removed one, in slot order.
+  std::vector<std::uint8_t> live_slots() const;
   // The id add() would give the next row: max(ntotal, 1 + largest id ever stored).
   std::int64_t next_auto_id() const;
   int num_threads() const;

@@ -89,6 +89,6 @@ def checked_table(table: pa.Table, where: str) -> pa.Table:
     an IPC file's buffers are trusted by nothing that reads them afterwards."""
     try:
         table.validate(full=True)
-    except (pa.ArrowInvalid, pa.ArrowException) as exc:
+    except pa.ArrowException as exc:
         raise IndexFormatError(f"{where}: invalid Arrow data: {exc}") from None
     return table

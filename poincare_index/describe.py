@@ -33,7 +33,7 @@ def describe_index(path: Path) -> dict[str, Any]:
 
     index = read_index(path, num_threads=1)
     cols = index._columns
-    live = np.array([int(i) in index for i in cols.filter_snapshot()[0]], dtype=bool)
+    live = index._core.live_slots()
     out: dict[str, Any] = {
         "path": str(path),
         "kind": f"saved index ({type(index).__name__})",

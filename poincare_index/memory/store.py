@@ -276,12 +276,9 @@ class NamespaceDir:
         held = [m is not None for m in mids]
         if held != [t is not None for t in texts]:
             raise IndexFormatError(f"{rows_path}: a row has a memory id without a text, or the reverse")
-        live = np.zeros(n_rows, dtype=bool)
-        slot_ids = index._core.slot_ids()
-        if not np.array_equal(slot_ids, np.arange(n_rows)):
+        if not np.array_equal(index._core.slot_ids(), np.arange(n_rows)):
             raise IndexFormatError(f"{snap}: the index's ids are not its rows")
-        live[[r for r in range(n_rows) if r in index]] = True
-        if not np.array_equal(live, np.array(held, dtype=bool)):
+        if not np.array_equal(index._core.live_slots(), np.array(held, dtype=bool)):
             raise IndexFormatError(f"{snap}: the index's live rows are not the rows holding a memory")
         ids = [m for m in mids if m is not None]
         if len(set(ids)) != len(ids):
