@@ -145,29 +145,38 @@ class MemoryJournal:
             return False
         with self._lock.writing():
             snapshot, _ = self._ns.current()
-            if snapshot != self._snapshot:  # a checkpoint: the logs we tailed may be gone
-                try:
-                    fresh = type(self)(path=self._ns.dir.parent, namespace=self._ns.dir.name,
-                                       read_only=True, num_threads=self._index.num_threads,
-                                       ef_search=self._index.ef_search)  # fmt: skip
-                except (IndexFormatError, OSError):
-                    if self._ns.current()[0] == snapshot:
-                        raise  # the store stood still and still does not load: damage, not a race
-                    # The writer checkpointed again while we read (faster than one snapshot
-                    # read): keep answering from the state we have and try at the next call.
-                    self._seen = None
-                    return False
-                self._reload_from(fresh)
-            else:
-                try:
-                    for seq, header, blob in iter_records(self._ns.log_paths(), self._seq):
-                        self._replay(seq, header, blob)
-                        self._seq = seq
-                except FileNotFoundError:  # a checkpoint removed a log under us: next call reloads
-                    self._seen = None
-                    return True
+            if snapshot == self._snapshot and self._tailed(snapshot):
+                self._seen = signature
+                self._version += 1
+                return True
+            # A checkpoint (now, or while the logs were read): the logs we tailed may be gone.
+            try:
+                fresh = type(self)(path=self._ns.dir.parent, namespace=self._ns.dir.name,
+                                   read_only=True, num_threads=self._index.num_threads,
+                                   ef_search=self._index.ef_search)  # fmt: skip
+            except (IndexFormatError, OSError):
+                if self._ns.current()[0] == snapshot:
+                    raise  # the store stood still and still does not load: damage, not a race
+                # The writer checkpointed again while we read (faster than one snapshot read):
+                # keep answering from the state we have and try at the next call.
+                self._seen = None
+                return False
+            self._reload_from(fresh)
             self._seen = signature
             self._version += 1
+        return True
+
+    def _tailed(self, snapshot: str | None) -> bool:
+        """Applies the log records after our sequence number; False when a checkpoint moved the
+        logs meanwhile (a log gone, or a gap where its records were), so the caller reloads."""
+        try:
+            for seq, header, blob in iter_records(self._ns.log_paths(), self._seq):
+                self._replay(seq, header, blob)
+                self._seq = seq
+        except (FileNotFoundError, IndexFormatError):
+            if self._ns.current()[0] == snapshot:
+                raise  # nothing moved: the log itself is damaged
+            return False
         return True
 
     def _reload_from(self, fresh: Any) -> None:

@@ -291,9 +291,10 @@ class NamespaceDir:
         for p in self.dir.iterdir() if self.dir.exists() else ():
             m = _LOG.match(p.name)
             if m:
-                if not p.is_file():
+                if p.is_file():
+                    found.append((int(m.group(1)), p))
+                elif p.exists():  # not gone under a checkpoint's cleanup, but not a file either
                     raise IndexFormatError(f"{p}: a log that is not a regular file")
-                found.append((int(m.group(1)), p))
         return [p for _, p in sorted(found)]
 
     def signature(self) -> tuple[Any, ...] | None:
