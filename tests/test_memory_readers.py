@@ -147,3 +147,40 @@ def test_a_reader_outpaced_by_checkpoints_keeps_its_state_and_damage_still_raise
     monkeypatch.undo()
     assert "b" in reader and len(reader) == len(writer)
     writer.close()
+
+
+def test_a_reader_pins_its_snapshot_so_checkpoints_during_its_read_remove_nothing_it_reads(
+    tmp_path, monkeypatch
+):
+    from poincare_index.memory.store import NamespaceDir
+
+    writer = Memory(path=tmp_path, checkpoint_every=10_000)
+    writer.add_many([f"fact {i}" for i in range(20)], [f"f{i}" for i in range(20)])
+    writer.checkpoint()
+    writer.add("after the snapshot", id="tail")  # in the log the pinned snapshot needs
+    read_snapshot = NamespaceDir.read_snapshot
+    seen = []
+
+    def read_while_the_writer_checkpoints(self, name, seq, num_threads):
+        if not seen:  # on the first read: two checkpoints land in the middle of it
+            for n in range(2):
+                writer.add(f"written during the read {n}", id=f"during{n}")
+                writer.checkpoint()
+            seen.append(name)
+            assert (self.dir / name).is_dir()  # pinned: the checkpoints left it in place
+        return read_snapshot(self, name, seq, num_threads)
+
+    monkeypatch.setattr(NamespaceDir, "read_snapshot", read_while_the_writer_checkpoints)
+    reader = Memory(path=tmp_path, read_only=True)  # the old code retried, then gave up
+    monkeypatch.undo()
+    # The pinned snapshot and every log after it, the ones written during the read included.
+    assert {"tail", "during0", "during1"} <= set(reader._row_of) and len(reader._row_of) == 23
+    assert reader.refresh() is False
+    writer.add("one more", id="more")
+    writer.checkpoint()  # the pin is gone: this checkpoint removes the old snapshot and logs
+    ns = tmp_path / "default"
+    assert seen[0] not in {p.name for p in ns.iterdir()}
+    assert len([p for p in ns.iterdir() if p.name.startswith("snap-")]) == 1
+    assert len([p for p in ns.iterdir() if p.name.startswith("log-")]) == 1
+    writer.close()
+    reader.close()

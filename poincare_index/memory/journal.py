@@ -3,7 +3,6 @@ on open after the snapshot, and folded into a new snapshot at checkpoints (see s
 
 from __future__ import annotations
 
-import time
 import warnings
 from typing import Any
 
@@ -39,6 +38,7 @@ class MemoryJournal:
     _config: Any
     _lock: Any
     _snapshot: str | None
+    _snapshot_read: str | None
     _seen: Any
     _version: int
     _closed: bool
@@ -105,23 +105,20 @@ class MemoryJournal:
             raise
 
     def _recover(self, ef_search: int) -> None:
-        """Loads the snapshot CURRENT names and replays the logs after it. A read-only opener
-        can race the writer's checkpoint (which removes the files it supersedes): it retries
-        until CURRENT is the same before and after its read."""
+        """Loads the snapshot CURRENT names and replays the logs after it. A reader pins the
+        snapshot while it reads (NamespaceDir.pinned_current), so the writer's checkpoints
+        cannot remove a file under it; it retries only when the store had no snapshot yet and
+        the first checkpoint removed the logs it was reading."""
         assert self._ns is not None
-        attempts = 10 if self._read_only else 1
+        attempts = 3 if self._read_only else 1
         for attempt in range(attempts):
             try:
-                snapshot = self._load(ef_search)
-                if not self._read_only or self._ns.current()[0] == snapshot:
-                    break
+                self._load(ef_search)
+                break
             except (IndexFormatError, OSError):
-                if attempt == attempts - 1:
-                    raise
+                if attempt == attempts - 1 or self._snapshot_read is not None:
+                    raise  # a pinned snapshot that fails to load is damage, not a race
             self._init_state(self._index.num_threads, ef_search)
-            time.sleep(0.02 * (attempt + 1))
-        else:
-            raise IndexFormatError(f"{self._ns.dir}: the store kept changing while being read")
         if not self._read_only:
             logs = self._ns.log_paths()
             path = logs[-1] if logs else self._ns.log_path(self._seq + 1)
@@ -170,7 +167,7 @@ class MemoryJournal:
         """Applies the log records after our sequence number; False when a checkpoint moved the
         logs meanwhile (a log gone, or a gap where its records were), so the caller reloads."""
         try:
-            for seq, header, blob in iter_records(self._ns.log_paths(), self._seq):
+            for seq, header, blob in iter_records(self._ns.log_paths(after=self._seq), self._seq):
                 self._replay(seq, header, blob)
                 self._seq = seq
         except (FileNotFoundError, IndexFormatError):
@@ -190,23 +187,24 @@ class MemoryJournal:
         self._seq, self._snapshot, self._config = fresh._seq, fresh._snapshot, fresh._config
         fresh._closed = True
 
-    def _load(self, ef_search: int) -> str | None:
+    def _load(self, ef_search: int) -> None:
         assert self._ns is not None
-        snapshot, snap_seq = self._ns.current()
-        if snapshot is not None:
-            self._index, self._mids, self._texts = self._ns.read_snapshot(
-                snapshot, snap_seq, self._index.num_threads
-            )
-            self._tune_index(ef_search)
-            self._row_of = {m: r for r, m in enumerate(self._mids) if m is not None}
-        self._seq = snap_seq
-        self._seen = self._ns.signature()  # taken before the logs are read: never newer than them
-        for seq, header, blob in iter_records(self._ns.log_paths(), snap_seq):
-            self._replay(seq, header, blob)
-            self._seq = seq
-            self._since_checkpoint += 1
+        self._snapshot_read = None
+        with self._ns.pinned_current() as (snapshot, snap_seq):
+            if snapshot is not None:
+                self._snapshot_read = snapshot
+                self._index, self._mids, self._texts = self._ns.read_snapshot(
+                    snapshot, snap_seq, self._index.num_threads
+                )
+                self._tune_index(ef_search)
+                self._row_of = {m: r for r, m in enumerate(self._mids) if m is not None}
+            self._seq = snap_seq
+            self._seen = self._ns.signature()  # taken before the logs are read: never newer
+            for seq, header, blob in iter_records(self._ns.log_paths(after=snap_seq), snap_seq):
+                self._replay(seq, header, blob)
+                self._seq = seq
+                self._since_checkpoint += 1
         self._snapshot = snapshot
-        return snapshot
 
     def _replay(self, seq: int, header: dict[str, Any], blob: bytes) -> None:
         """Applies one logged operation after checking it as the call that logged it checked

@@ -20,11 +20,14 @@ acknowledged operation.
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
 import re
 import secrets
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -123,8 +126,6 @@ class NamespaceDir:
 
     # ---- the writer lock ---------------------------------------------------------------------
     def lock(self) -> None:
-        import fcntl
-
         self.dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.dir / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -286,7 +287,10 @@ class NamespaceDir:
         return index, mids, texts
 
     # ---- logs --------------------------------------------------------------------------------
-    def log_paths(self) -> list[Path]:
+    def log_paths(self, after: int | None = None) -> list[Path]:
+        """The logs in sequence order; with ``after``, only those that can hold a record with a
+        higher sequence number (a log's records run up to the next log's first), so a reader
+        never opens a log a checkpoint may remove because the snapshot covers it."""
         found = []
         for p in self.dir.iterdir() if self.dir.exists() else ():
             m = _LOG.match(p.name)
@@ -295,7 +299,11 @@ class NamespaceDir:
                     found.append((int(m.group(1)), p))
                 elif p.exists():  # not gone under a checkpoint's cleanup, but not a file either
                     raise IndexFormatError(f"{p}: a log that is not a regular file")
-        return [p for _, p in sorted(found)]
+        found.sort()
+        if after is not None:
+            nexts = [first for first, _ in found[1:]] + [None]
+            found = [f for f, nxt in zip(found, nexts) if nxt is None or nxt - 1 > after]
+        return [p for _, p in found]
 
     def signature(self) -> tuple[Any, ...] | None:
         """What changes whenever the writer acknowledges an operation or checkpoints: CURRENT's
@@ -316,12 +324,61 @@ class NamespaceDir:
     def remove_stale(self, keep: str, seq: int) -> None:
         """Snapshots other than ``keep`` (the one CURRENT names, holding everything up to ``seq``),
         unfinished ones, and logs wholly covered by it (called after CURRENT names ``keep`` and
-        the log after it exists)."""
+        the log after it exists). A snapshot a reader has pinned (see ``pinned_current``) stays,
+        with every log it needs; a later checkpoint removes them once the pin is released."""
+        keep_after = seq  # logs holding only records <= keep_after go
         for p in self.dir.iterdir():
-            if (_SNAP.match(p.name) and p.name != keep) or p.name.endswith(".tmp"):
-                if p.is_dir():
-                    shutil.rmtree(p, ignore_errors=True)
+            if p.name.endswith(".tmp"):
+                shutil.rmtree(p, ignore_errors=True)
+                continue
+            m = _SNAP.match(p.name)
+            if m and p.name != keep and not _remove_unless_pinned(p):
+                keep_after = min(keep_after, int(m.group(1)))
+        needed = set(self.log_paths(after=keep_after))  # the last log always: the writer's own
         for p in self.log_paths():
-            m = _LOG.match(p.name)
-            if m and int(m.group(1)) <= seq:
+            if p not in needed:
                 p.unlink(missing_ok=True)
+
+    @contextmanager
+    def pinned_current(self) -> Iterator[tuple[str | None, int]]:
+        """(snapshot, seq) that CURRENT names, pinned for the duration of the block: the writer's
+        checkpoint removes neither it nor a log it needs until the block ends, so a reader never
+        sees a file vanish under its read. The pin is a shared flock on the snapshot's
+        directory, taken before CURRENT is read again to check it still names that snapshot;
+        the writer removes a stale snapshot only holding the exclusive lock on it. Readers need
+        no write access. A store with no snapshot yet has nothing to pin (None, 0)."""
+        for _ in range(1000):  # each try is a few system calls; only a checkpoint landing in
+            name, seq = self.current()  # between them makes one fail
+            if name is None:
+                yield None, 0
+                return
+            try:
+                fd = os.open(self.dir / name, os.O_RDONLY | os.O_DIRECTORY)
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # removed by a checkpoint since we read CURRENT
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH)  # waits only while a writer is removing it
+                if self.current()[0] != name:
+                    continue  # superseded meanwhile (perhaps removed): pin the new one
+                yield name, seq
+                return
+            finally:
+                os.close(fd)  # releases the pin
+        raise IndexFormatError(f"{self.dir}: CURRENT kept changing while a reader pinned it")
+
+
+def _remove_unless_pinned(snapshot: Path) -> bool:
+    """Removes a stale snapshot directory unless a reader holds a pin on it; True if removed."""
+    try:
+        fd = os.open(snapshot, os.O_RDONLY | os.O_DIRECTORY)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        shutil.rmtree(snapshot, ignore_errors=True)  # under the exclusive lock: no reader pins it now
+        return True
+    finally:
+        os.close(fd)
