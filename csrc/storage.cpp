@@ -16,14 +16,23 @@ VectorStorage::VectorStorage(std::size_t dim, double curvature) : dim_(dim), cur
     throw InvalidArgument("curvature must be a finite number > 0");
 }
 
+namespace {
+// Grows geometrically: reserving exactly what one more add needs would copy every column on
+// each single-row add (a chat loop's), O(n) per add; 1.5x keeps appends amortised O(1).
+template <class Column>
+void reserve_amortised(Column& column, std::size_t n) {
+  if (n > column.capacity()) column.reserve(std::max(n, column.capacity() + column.capacity() / 2));
+}
+}  // namespace
+
 void VectorStorage::reserve(std::size_t n_slots) {
-  vectors_.reserve(n_slots * dim_);
-  rank_factor_.reserve(n_slots);
-  factor_.reserve(n_slots);
-  sq_norm_.reserve(n_slots);
-  ids_.reserve(n_slots);
-  deleted_.reserve(n_slots);
-  released_flag_.reserve(n_slots);
+  reserve_amortised(vectors_, n_slots * dim_);
+  reserve_amortised(rank_factor_, n_slots);
+  reserve_amortised(factor_, n_slots);
+  reserve_amortised(sq_norm_, n_slots);
+  reserve_amortised(ids_, n_slots);
+  reserve_amortised(deleted_, n_slots);
+  reserve_amortised(released_flag_, n_slots);
 }
 
 void VectorStorage::check_new_ids(const std::int64_t* ids, std::size_t n) const {

@@ -185,6 +185,8 @@ class MemoryJournal:
             fresh._row_of,
         )
         self._seq, self._snapshot, self._config = fresh._seq, fresh._snapshot, fresh._config
+        self._keyword.close()
+        self._keyword = fresh._keyword
         fresh._closed = True
 
     def _load(self, ef_search: int) -> None:

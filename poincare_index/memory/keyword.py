@@ -1,54 +1,268 @@
-"""Keyword ranking (BM25, via the bm25s library) and reciprocal rank fusion."""
+"""Keyword ranking of a Memory: BM25 (bm25s) over a main segment plus a small delta segment, so
+a write never rebuilds the index; the delta is merged into a new main in the background.
+
+Why this shape (figures in benchmarks/BENCHMARKS.md, "Keyword index"): the memory's keyword and
+hybrid modes put the time term on *every* keyword match before cutting, so they need the BM25
+score of all matching rows at once. bm25s gives that as one dense numpy array (a sparse column
+sum); tantivy answers top-n fast but returns each hit through Python (16 ms for 20,000 matches at
+100,000 memories) and its commit, which a search after a write needs, cost 7-9 ms here.
+
+* main: a bm25s index (Lucene BM25, k1 = 1.5, b = 0.75) over the rows live when it was built.
+* delta: the rows added since, scored with the main's statistics (N, document frequency, mean
+  length), so a memory scores the same in either segment; a term the main never saw takes its
+  document frequency from the delta. The delta is a per-term list of (row, term frequency).
+* deletes are tombstones (a row is never reused: the Memory's rows only grow, and compaction
+  resets this index), so a deleted memory never scores; the main keeps it in its statistics
+  until the next merge, as a Lucene segment does until it is merged.
+* merge: when the delta plus the main's tombstones exceed ``merge_fraction`` of the main (and
+  ``merge_min`` rows), a thread builds a new main from the live rows of that moment and swaps it
+  in; rows added meanwhile stay in the delta. Searches go on against the old main meanwhile.
+"""
 
 from __future__ import annotations
 
+import math
+import re
+import threading
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["KeywordIndex", "reciprocal_rank_fusion"]
+__all__ = ["KeywordIndex", "analyze", "reciprocal_rank_fusion"]
+
+K1, B = 1.5, 0.75
+# Scripts written without spaces between words: Han, Hiragana, Katakana, Hangul (+ compatibility).
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
+_WORD = re.compile(rf"[{_CJK}]+|[^\W{_CJK}]+", re.UNICODE)
+_CJK_RUN = re.compile(rf"^[{_CJK}]+$")
+
+
+def _stopwords() -> frozenset[str]:
+    from bm25s.stopwords import STOPWORDS_EN
+
+    return frozenset(STOPWORDS_EN)
+
+
+_STOP = _stopwords()
+
+
+def analyze(text: str) -> list[str]:
+    """The terms of ``text``: lower-cased words of two or more characters, English stop words
+    removed; a run of CJK characters gives each character and each pair of neighbours (CJK
+    bigrams, as Lucene's CJKBigramFilter with unigrams), so 寿司 matches 東京で寿司を食べた."""
+    terms: list[str] = []
+    for piece in _WORD.findall(text.lower()):
+        if _CJK_RUN.match(piece):
+            terms.extend(piece)
+            terms.extend(piece[i : i + 2] for i in range(len(piece) - 1))
+        elif len(piece) >= 2 and piece not in _STOP:
+            terms.append(piece)
+    return terms
+
+
+@dataclass
+class _Main:
+    """One immutable bm25s segment and the statistics the delta is scored with."""
+
+    rows: NDArray[np.int64]
+    retriever: object | None
+    vocab: dict[str, int]
+    doc_freq: NDArray[np.int64]  # by term id
+    n_docs: int
+    mean_length: float
+
+
+def _build_main(rows: NDArray[np.int64], texts: Sequence[str]) -> _Main:
+    import bm25s
+
+    tokens = [analyze(t) for t in texts]
+    if not tokens:
+        return _Main(rows, None, {}, np.zeros(0, dtype=np.int64), 0, 1.0)
+    retriever = bm25s.BM25(k1=K1, b=B, method="lucene")
+    retriever.index(tokens, show_progress=False)
+    # bm25s gives an empty document one empty token: count it as bm25s does for the mean.
+    mean_length = float(np.mean([max(len(t), 1) for t in tokens]))
+    doc_freq = np.diff(np.asarray(retriever.scores["indptr"], dtype=np.int64))
+    return _Main(rows, retriever, dict(retriever.vocab_dict), doc_freq, len(tokens), mean_length)
+
+
+@dataclass
+class _Delta:
+    postings: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # term -> (row, tf)
+    length: dict[int, int] = field(default_factory=dict)  # row -> number of terms
+
+    def add(self, row: int, terms: list[str]) -> None:
+        self.length[row] = len(terms)
+        counts: dict[str, int] = {}
+        for term in terms:
+            counts[term] = counts.get(term, 0) + 1
+        for term, tf in counts.items():
+            self.postings.setdefault(term, []).append((row, tf))
 
 
 class KeywordIndex:
-    """BM25 (Lucene variant, k1=1.5, b=0.75, English stop words) over the texts of given rows.
+    """BM25 over the texts of a Memory's live rows, kept current by ``add`` and ``remove``.
 
-    bm25s indexes a fixed corpus, so the index is rebuilt on the first keyword query after the
-    texts changed (O(total tokens); about a second per 100,000 short memories).
-    """
+    Built lazily on the first ``scores`` call (``build``); thread-safe: writes come from the
+    Memory's writer, scores from any reader thread, the merge from its own thread."""
 
-    def __init__(self) -> None:
-        self._rows: NDArray[np.int64] = np.zeros(0, dtype=np.int64)
-        self._retriever = None
-        self._vocab: dict[str, int] = {}
+    def __init__(self, merge_fraction: float = 0.02, merge_min: int = 512, background: bool = True) -> None:
+        self.merge_fraction = merge_fraction
+        self.merge_min = merge_min
+        self.background = background
+        self._mutex = threading.Lock()
+        self._main: _Main | None = None  # None: not built
+        self._delta = _Delta()
+        self._dead = np.zeros(0, dtype=bool)  # by row
+        self._dead_in_main = 0
+        self._merging: threading.Thread | None = None
+        self._generation = 0  # bumped by build(): a merge begun before it is dropped
 
-    def build(self, rows: NDArray[np.int64], texts: Sequence[str]) -> None:
-        import bm25s
+    @property
+    def built(self) -> bool:
+        return self._main is not None
 
-        self._rows = np.asarray(rows, dtype=np.int64)
-        if len(texts) == 0:
-            self._retriever = None
+    def build(self, rows: Sequence[int], texts: Sequence[str]) -> None:
+        """A fresh main over ``rows`` (live, ascending) and their texts; an empty delta."""
+        main = _build_main(np.asarray(rows, dtype=np.int64), texts)
+        with self._mutex:
+            self._generation += 1
+            self._main, self._delta, self._dead_in_main = main, _Delta(), 0
+            n = int(main.rows[-1]) + 1 if main.rows.size else 0
+            self._dead = np.zeros(n, dtype=bool)
+
+    def add(self, rows: Sequence[int], texts: Sequence[str]) -> None:
+        """New rows (above every row held); a no-op before the first build."""
+        if self._main is None:
             return
-        tokens = bm25s.tokenize(list(texts), stopwords="en", show_progress=False)
-        retriever = bm25s.BM25()
-        retriever.index(tokens, show_progress=False)
-        self._retriever = retriever
-        self._vocab = tokens.vocab
+        analyzed = [analyze(t) for t in texts]
+        with self._mutex:
+            for row, terms in zip(rows, analyzed):
+                self._delta.add(int(row), terms)
+            self._cover(max(rows, default=-1) + 1)
+
+    def remove(self, rows: Sequence[int]) -> None:
+        """Tombstones: the rows never score again."""
+        if self._main is None:
+            return
+        with self._mutex:
+            self._cover(max(rows, default=-1) + 1)
+            main_rows = self._main.rows
+            for row in rows:
+                if not self._dead[row]:
+                    self._dead[row] = True
+                    if self._delta.length.pop(row, None) is None:
+                        i = np.searchsorted(main_rows, row)
+                        self._dead_in_main += int(i < main_rows.size and main_rows[i] == row)
+
+    def _cover(self, n_rows: int) -> None:
+        """The tombstone array spans ``n_rows`` rows (grown by doubling; mutex held)."""
+        if n_rows > self._dead.shape[0]:
+            grown = np.zeros(max(n_rows, 2 * self._dead.shape[0]), dtype=bool)
+            grown[: self._dead.shape[0]] = self._dead
+            self._dead = grown
+
+    def pending(self) -> int:
+        """Rows the next merge folds in: delta rows plus tombstones in the main."""
+        return len(self._delta.length) + self._dead_in_main
+
+    def merge_due(self) -> bool:
+        main = self._main
+        if main is None:
+            return False
+        return self.pending() > max(self.merge_min, self.merge_fraction * main.n_docs)
+
+    def merge(self, rows: Sequence[int], texts: Sequence[str]) -> None:
+        """Folds the delta and the tombstones into a new main over ``rows`` (the live rows of this
+        moment, ascending); in a thread when ``background`` (one at a time), else now. Rows added
+        or removed while it builds are kept in the delta / as tombstones."""
+        if self._merging is not None and self._merging.is_alive():
+            return
+        generation = self._generation
+        rows_arr = np.asarray(rows, dtype=np.int64)
+        texts = list(texts)
+
+        def run() -> None:
+            main = _build_main(rows_arr, texts)
+            with self._mutex:
+                if generation != self._generation:
+                    return  # a build() reset the index meanwhile
+                top = int(rows_arr[-1]) if rows_arr.size else -1
+                delta = _Delta()
+                for row, length in self._delta.length.items():
+                    if row > top:
+                        delta.length[row] = length
+                for term, post in self._delta.postings.items():
+                    kept = [(r, tf) for r, tf in post if r > top and r in delta.length]
+                    if kept:
+                        delta.postings[term] = kept
+                # Removed while building: tombstones in the new main.
+                self._dead_in_main = int(np.count_nonzero(self._dead[rows_arr]))
+                self._main, self._delta = main, delta
+
+        if self.background:
+            self._merging = threading.Thread(target=run, name="poincare-keyword-merge", daemon=True)
+            self._merging.start()
+        else:
+            run()
+
+    def wait(self) -> None:
+        """Until a merge in progress has been swapped in."""
+        t = self._merging
+        if t is not None:
+            t.join()
+
+    def close(self) -> None:
+        """Drops a merge in progress (its result is not swapped in) and waits for its thread."""
+        with self._mutex:
+            self._generation += 1
+        self.wait()
 
     def scores(self, query: str, n_rows: int) -> NDArray[np.float64]:
-        """BM25 score of every row (0 where no query term occurs), indexed by row."""
+        """BM25 score of every row (0 where no query term occurs or the row is deleted)."""
         out = np.zeros(n_rows, dtype=np.float64)
-        if self._retriever is None:
-            return out
-        import bm25s
-
-        q = bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)[0]
-        q = [w for w in q if w in self._vocab]
-        if not q:
-            return out
-        doc_scores = np.asarray(self._retriever.get_scores(q), dtype=np.float64)
-        out[self._rows] = doc_scores
+        terms = list(dict.fromkeys(analyze(query)))
+        with self._mutex:
+            main, delta, dead = self._main, self._delta, self._dead
+            assert main is not None, "build() first"
+            known = [w for w in terms if w in main.vocab]
+            delta_part = self._delta_scores(main, delta, terms) if delta.length else None
+        if known and main.retriever is not None:
+            out[main.rows] = main.retriever.get_scores(known)  # type: ignore[attr-defined]
+        if delta_part is not None:
+            out[delta_part[0]] = delta_part[1]
+        n_dead = min(dead.shape[0], n_rows)
+        out[:n_dead][dead[:n_dead]] = 0.0
         return out
+
+    @staticmethod
+    def _delta_scores(
+        main: _Main, delta: _Delta, terms: list[str]
+    ) -> tuple[NDArray[np.int64], NDArray[np.float64]] | None:
+        """(rows, BM25) of the delta rows holding a query term, by the main's statistics."""
+        n_delta = len(delta.length)
+        acc: dict[int, float] = {}
+        for term in terms:
+            post = delta.postings.get(term)
+            if not post:
+                continue
+            tid = main.vocab.get(term)
+            if tid is not None:
+                df, n = int(main.doc_freq[tid]), main.n_docs
+            else:  # a term the main never saw: its frequency in the delta
+                df, n = len(post), main.n_docs + n_delta
+            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            for row, tf in post:
+                dl = delta.length.get(row)
+                if dl is None:
+                    continue  # removed
+                norm = K1 * ((1.0 - B) + B * max(dl, 1) / main.mean_length)
+                acc[row] = acc.get(row, 0.0) + idf * tf / (norm + tf)
+        if not acc:
+            return None
+        return np.fromiter(acc.keys(), np.int64, len(acc)), np.fromiter(acc.values(), np.float64, len(acc))
 
 
 def reciprocal_rank_fusion(rankings: Sequence[NDArray[np.int64]], k: int = 60) -> dict[int, float]:

@@ -137,8 +137,7 @@ class Memory(MemoryViews, MemoryJournal):
         self._log_lock = threading.Lock()  # log appends and the touch counters
         self._seq = 0
         self._since_checkpoint = 0
-        self._keyword = KeywordIndex()
-        self._keyword_version = -1
+        self._keyword = KeywordIndex()  # built on the first keyword or hybrid search
         self._version = 0  # bumped by every structural change
         self._touches = 0  # bumped by every access counted
         self._view_cache: tuple[int, pa.Array, pa.Array] | None = None
@@ -531,6 +530,7 @@ class Memory(MemoryViews, MemoryJournal):
                     save_usage(self._ns.dir, self._usage)  # searches since the last checkpoint
         finally:
             self._closed = True
+            self._keyword.close()
             if self._writer is not None:
                 self._writer.close()
             if self._ns is not None and not self._read_only:
@@ -633,6 +633,7 @@ class Memory(MemoryViews, MemoryJournal):
             self._row_of[mid] = row
         if access is not None:
             self._index._columns.set_access(np.asarray(rows, dtype=np.int64), np.asarray(access))
+        self._keyword.add(rows, batch.texts)
         self._version += 1
         return rows
 
@@ -644,6 +645,7 @@ class Memory(MemoryViews, MemoryJournal):
                 del self._row_of[mid]
             self._mids[row] = None
             self._texts[row] = None
+        self._keyword.remove(rows)
         self._version += 1
 
     def _row_metadata(self, row: int, batch: Batch) -> pa.Table | None:
@@ -693,6 +695,8 @@ class Memory(MemoryViews, MemoryJournal):
                     return
         self._index, self._mids, self._texts = index, mids, texts
         self._row_of = {m: r for r, m in enumerate(mids) if m is not None}
+        self._keyword.close()
+        self._keyword = KeywordIndex()  # rows renumbered: rebuilt on the next keyword search
         self._version += 1
 
     def _compacted(self, live: list[int]) -> tuple[PoincareIndex, list[str | None], list[str | None]]:

@@ -116,18 +116,17 @@ def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Res
     ``candidates`` by the fused vector score and by log BM25 + time term, + time term."""
     cfg = req.config
     assert req.query is not None
-    # The BM25 index holds the live memories only (rebuilt after every change), so a positive
-    # score is a live row.
+    # Deleted rows score 0 (tombstones in the keyword index), so a positive score is a live row.
     bm25 = mem._keyword_scores(req.query)
     allowed = bm25 > 0
     if mask is not None:
         allowed &= mask
     keyword_rows = np.flatnonzero(allowed)
     keyword_rank = keyword_rows[np.argsort(-bm25[keyword_rows], kind="stable")]
+    vector_rank_of: dict[int, int] = {}
     if req.mode == "keyword":
-        rows = keyword_rank.tolist()
-        relevance = {r: math.log(bm25[r]) for r in rows}
-        vector_ranks: dict[int, int] = {}
+        rows = keyword_rank
+        relevance = np.log(bm25[rows])
     else:
         # Both sides are cut by their time-aware score, never by relevance alone: the vector side
         # takes its candidates by the fused score inside the index, the keyword side ranks every
@@ -142,27 +141,25 @@ def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Res
         )  # fmt: skip
         vec_rank = r.ids[0][r.ids[0] >= 0]
         if cfg.decay is not None and cfg.time_coef and keyword_rank.shape[0]:
-            timed = np.log(bm25[keyword_rank]) + cfg.time_coef * mem._log_weights(
-                keyword_rank.tolist(), req.at_us, cfg
-            )
+            logw_kw = mem._log_weights(keyword_rank, req.at_us, cfg)
+            timed = np.log(bm25[keyword_rank]) + cfg.time_coef * logw_kw
             keyword_rank = keyword_rank[np.argsort(-timed, kind="stable")]
         fused = reciprocal_rank_fusion([vec_rank, keyword_rank[:depth]])
-        rows = list(fused)
-        relevance = {row: math.log(s) for row, s in fused.items()}
-        vector_ranks = {int(row): i + 1 for i, row in enumerate(vec_rank.tolist())}
-    if not rows:
+        rows = np.fromiter(fused.keys(), np.int64, len(fused))
+        relevance = np.log(np.fromiter(fused.values(), np.float64, len(fused)))
+        vector_rank_of = {int(row): i + 1 for i, row in enumerate(vec_rank.tolist())}
+    if rows.shape[0] == 0:
         return []
     logw = mem._log_weights(rows, req.at_us, cfg)
-    time_term = cfg.time_coef * logw if cfg.time_coef else np.zeros(len(rows))
-    score = np.array([relevance[r] for r in rows]) + time_term
+    score = relevance + cfg.time_coef * logw if cfg.time_coef else relevance
     order = np.argsort(-score, kind="stable")[:fetch]
-    top = [rows[i] for i in order]
+    top = rows[order].tolist()
     kw_rank_of = np.zeros(bm25.shape[0], dtype=np.int64)  # 0: not a keyword match
     kw_rank_of[keyword_rank] = np.arange(1, keyword_rank.shape[0] + 1)
     dist, depths = mem._exact_terms(top, req.vector[0]) if req.vector is not None else (None, None)
     scored = []
-    for j, i in enumerate(order):
-        row = rows[i]
+    for j, i in enumerate(order.tolist()):
+        row = top[j]
         scored.append(
             {
                 "score": float(score[i]),
@@ -170,8 +167,8 @@ def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Res
                 "depth": float(depths[j]) if depths is not None else math.nan,
                 "time_weight": float(np.exp(logw[i])),
                 "mode": req.mode,
-                "relevance": relevance[row],
-                "vector_rank": vector_ranks.get(row),
+                "relevance": float(relevance[i]),
+                "vector_rank": vector_rank_of.get(row),
                 "keyword_rank": int(kw_rank_of[row]) or None,
             }
         )

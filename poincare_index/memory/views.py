@@ -32,7 +32,6 @@ class MemoryViews:
     _version: int
     _view_cache: Any
     _keyword: Any
-    _keyword_version: int
     _log_lock: Any
 
     def _has_column(self, name: str) -> bool:
@@ -124,9 +123,10 @@ class MemoryViews:
         pts = np.stack([self._index.reconstruct(r) for r in rows]).astype(np.float64)
         return _distance(query_vec.astype(np.float64), pts), _depth(pts)
 
-    def _log_weights(self, rows: list[int], at_us: int, config: Any) -> NDArray[np.float64]:
+    def _log_weights(self, rows: Any, at_us: int, config: Any) -> NDArray[np.float64]:
+        """log time weight of ``rows`` (a list or an int array) at ``at_us`` by config's decay."""
         decay = config.decay
-        if decay is None or not rows:
+        if decay is None or len(rows) == 0:
             return np.zeros(len(rows))
         cols = self._index._columns
         idx = np.asarray(rows, dtype=np.int64)
@@ -143,15 +143,16 @@ class MemoryViews:
         )
 
     def _keyword_scores(self, query: str) -> NDArray[np.float64]:
-        if self._keyword_version != self._version:
+        """BM25 of every row for ``query``; builds the keyword index on first use and starts a
+        background merge when its delta is due (under the writer's lock: one list of live rows)."""
+        kw = self._keyword
+        if not kw.built or kw.merge_due():
             with self._log_lock:
-                if self._keyword_version != self._version:
+                if not kw.built or kw.merge_due():
                     live = [r for r, m in enumerate(self._mids) if m is not None]
-                    self._keyword.build(
-                        np.asarray(live, dtype=np.int64), [self._texts[r] or "" for r in live]
-                    )
-                    self._keyword_version = self._version
-        return self._keyword.scores(query, len(self._mids))
+                    texts = [self._texts[r] or "" for r in live]
+                    (kw.merge if kw.built else kw.build)(live, texts)
+        return kw.scores(query, len(self._mids))
 
     def _with_count(self, r: Result, count: int) -> Result:
         return replace(r, access_count=count)

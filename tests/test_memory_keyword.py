@@ -1,0 +1,195 @@
+"""The incremental keyword index: BM25 against an independent float64 reference, the delta scored
+as the main would, deletes and updates reaching it, background merges, CJK text."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+
+from poincare_index.memory.keyword import KeywordIndex, analyze
+from poincare_memory import Memory, Retention
+
+WORDS = "alpha beta gamma delta epsilon zeta theta kappa lambda sigma omega rho".split()
+
+
+def _texts(rng: np.random.Generator, n: int) -> list[str]:
+    return [" ".join(rng.choice(WORDS, size=int(rng.integers(1, 9)))) for _ in range(n)]
+
+
+def reference_bm25(
+    query: str, docs: dict[int, str], stats_docs: dict[int, str] | None = None
+) -> dict[int, float]:
+    """Lucene BM25 (k1 1.5, b 0.75) in float64, by the definition; statistics from ``stats_docs``
+    (default: the scored documents themselves)."""
+    stats = docs if stats_docs is None else stats_docs
+    terms = {r: analyze(t) for r, t in stats.items()}
+    n = len(terms)
+    mean_len = sum(max(len(t), 1) for t in terms.values()) / n
+    df = Counter(w for t in terms.values() for w in set(t))
+    out = {}
+    for row, text in docs.items():
+        tf = Counter(analyze(text))
+        s = 0.0
+        for w in dict.fromkeys(analyze(query)):
+            if tf[w] and df[w]:
+                idf = math.log(1 + (n - df[w] + 0.5) / (df[w] + 0.5))
+                s += idf * tf[w] / (1.5 * (0.25 + 0.75 * max(len(analyze(text)), 1) / mean_len) + tf[w])
+        out[row] = s
+    return out
+
+
+def _assert_scores(kw: KeywordIndex, query: str, expected: dict[int, float], n_rows: int) -> None:
+    got = kw.scores(query, n_rows)
+    want = np.zeros(n_rows)
+    for row, s in expected.items():
+        want[row] = s
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)  # bm25s keeps float32
+
+
+def test_analyze_words_stop_words_and_cjk_bigrams():
+    assert analyze("The Quick brown fox, a fox!") == ["quick", "brown", "fox", "fox"]
+    assert analyze("寿司") == ["寿", "司", "寿司"]
+    terms = analyze("東京で寿司を食べた")
+    assert "寿司" in terms and "東京" in terms and "寿" in terms
+    assert analyze("Tokyo東京sushi") == ["tokyo", "東", "京", "東京", "sushi"]
+    assert analyze("서울에서 김치") == ["서", "울", "에", "서", "서울", "울에", "에서", "김", "치", "김치"]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_main_and_delta_match_the_reference(seed):
+    rng = np.random.default_rng(seed)
+    texts = _texts(rng, 60)
+    kw = KeywordIndex(background=False)
+    kw.build(range(40), texts[:40])
+    main_docs = dict(enumerate(texts[:40]))
+    for q in ["alpha", "beta gamma", "omega omega rho", "nothing here"]:
+        _assert_scores(kw, q, reference_bm25(q, main_docs), 40)
+    kw.add(range(40, 60), texts[40:])
+    for q in ["alpha", "beta gamma", "omega omega rho"]:
+        # The delta is scored with the main's statistics, so a memory scores the same in either.
+        delta_docs = {r: texts[r] for r in range(40, 60)}
+        expected = reference_bm25(q, main_docs) | reference_bm25(q, delta_docs, stats_docs=main_docs)
+        _assert_scores(kw, q, expected, 60)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_adds_and_deletes_then_a_merge_equal_a_fresh_build(seed):
+    rng = np.random.default_rng(seed)
+    texts = _texts(rng, 300)
+    kw = KeywordIndex(background=False)
+    kw.build(range(100), texts[:100])
+    live = set(range(100))
+    next_row = 100
+    for _ in range(40):  # a random mix of single adds, batches and deletes
+        if rng.random() < 0.6:
+            n = int(rng.integers(1, 6))
+            rows = list(range(next_row, next_row + n))
+            kw.add(rows, [texts[r] for r in rows])
+            live.update(rows)
+            next_row += n
+        else:
+            gone = rng.choice(sorted(live), size=int(rng.integers(1, 4)), replace=False).tolist()
+            kw.remove(gone)
+            live.difference_update(gone)
+        got = kw.scores("alpha kappa", next_row)
+        assert all(got[r] == 0 for r in range(next_row) if r not in live)  # a deleted row never scores
+        assert all(got[r] > 0 for r in live if {"alpha", "kappa"} & set(analyze(texts[r])))
+    rows = sorted(live)
+    kw.merge(rows, [texts[r] for r in rows])
+    assert kw.pending() == 0
+    for q in ["alpha kappa", "sigma", "zeta theta lambda"]:
+        _assert_scores(kw, q, reference_bm25(q, {r: texts[r] for r in rows}), next_row)
+
+
+def test_background_merge_keeps_what_changed_while_it_built(monkeypatch):
+    import threading
+
+    import poincare_index.memory.keyword as keyword
+
+    rng = np.random.default_rng(5)
+    texts = _texts(rng, 200)
+    kw = KeywordIndex(background=True)
+    kw.build(range(100), texts[:100])
+    kw.add(range(100, 150), texts[100:150])
+    started, release = threading.Event(), threading.Event()
+    real_build = keyword._build_main
+
+    def slow_build(rows, texts_):
+        started.set()
+        release.wait(10)
+        return real_build(rows, texts_)
+
+    monkeypatch.setattr(keyword, "_build_main", slow_build)
+    kw.merge(range(150), texts[:150])
+    started.wait(10)
+    kw.add(range(150, 200), texts[150:200])  # while the merge builds
+    kw.remove([3, 120, 170])
+    release.set()
+    kw.wait()
+    live = [r for r in range(200) if r not in (3, 120, 170)]
+    got = kw.scores("alpha", 200)
+    assert got[3] == got[120] == got[170] == 0
+    assert all(got[r] > 0 for r in live if "alpha" in analyze(texts[r]))
+    assert kw.pending() == 50 + 1  # rows 150.. stayed in the delta (170 removed), row 3 a tombstone
+    kw.close()
+
+
+def test_memory_keyword_search_after_each_write_sees_adds_deletes_and_updates():
+    t = datetime(2026, 3, 1, tzinfo=timezone.utc)
+    mem = Memory(decay=None)
+    mem.add_many([f"note {i} about the weather" for i in range(50)], [f"n{i}" for i in range(50)], t=t)
+    assert len(mem.search("weather", k=100, mode="keyword", touch=False)) == 50  # builds the index
+    for i in range(5):  # a chat loop: every search follows a write
+        mem.add(f"turn {i}: the user likes pistachio ice cream", id=f"turn{i}", t=t)
+        hits = mem.search("pistachio", k=10, mode="keyword", touch=False)
+        assert {h.id for h in hits} == {f"turn{j}" for j in range(i + 1)}
+    assert mem._keyword.built and mem._keyword.pending() == 5  # no rebuild: the adds are in the delta
+    mem.delete("turn2")
+    assert "turn2" not in {h.id for h in mem.search("pistachio", k=10, mode="keyword", touch=False)}
+    mem.update("turn3", "turn 3: the user now prefers hazelnut")
+    assert "turn3" not in {h.id for h in mem.search("pistachio", k=10, mode="keyword", touch=False)}
+    assert [h.id for h in mem.search("hazelnut", k=10, mode="keyword", touch=False)] == ["turn3"]
+    assert [h.id for h in mem.search("hazelnut", k=10, mode="hybrid", touch=False)][0] == "turn3"
+
+
+def test_retention_reaches_the_keyword_index(tmp_path):
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    clock = [start + timedelta(days=60)]
+    mem = Memory(
+        decay=None,
+        retention=Retention(max_age=timedelta(days=30), archive_dir=None, every=timedelta(hours=1),
+                            clock=lambda: clock[0]),
+    )  # fmt: skip
+    mem.add("an old note on tapioca", id="old", t=start)
+    mem.add("a fresh note on tapioca", id="new", t=clock[0])
+    assert {h.id for h in mem.search("tapioca", mode="keyword", touch=False, at_time=clock[0])} == {"new"}
+
+
+def test_cjk_query_finds_text_without_spaces():
+    mem = Memory(decay=None)
+    mem.add("東京で寿司を食べた", id="sushi")
+    mem.add("大阪でたこ焼きを食べた", id="takoyaki")
+    mem.add("I ate sushi in Tokyo", id="en")
+    assert [h.id for h in mem.search("寿司", mode="keyword", touch=False)] == ["sushi"]
+    assert [h.id for h in mem.search("寿司", mode="hybrid", touch=False)][0] == "sushi"
+    mem.add("札幌で寿司とラーメン", id="sapporo")  # into the delta
+    assert {h.id for h in mem.search("寿司", mode="keyword", touch=False)} == {"sushi", "sapporo"}
+
+
+def test_a_merge_is_started_when_the_delta_grows_and_results_stay_right():
+    mem = Memory(decay=None)
+    mem._keyword.merge_min = 20
+    mem.add_many([f"seed memory {i}" for i in range(30)], [f"s{i}" for i in range(30)])
+    mem.search("seed", mode="keyword", touch=False)
+    for i in range(60):
+        mem.add(f"chat turn {i} mentions saffron", id=f"c{i}")
+        hits = mem.search("saffron", k=100, mode="keyword", touch=False)
+        assert len(hits) == i + 1
+    mem._keyword.wait()
+    assert mem._keyword.pending() < 60  # merged at least once on the way
+    assert len(mem.search("saffron", k=100, mode="keyword", touch=False)) == 60
+    mem.close()
