@@ -77,6 +77,13 @@ class HnswGraph {
   std::size_t repair_connectivity(const VectorStorage& storage, ScratchPool& scratch,
                                   ThreadPool& pool);
 
+  // Gives each node of `slots` (just inserted) that no node links to on level 0 an in-link from
+  // its nearest out-neighbour with room, kept there as a repair link. O(M^2) per node. Returns
+  // false when some node found no neighbour with room (then a full repair is needed). Nodes
+  // that the insertions' pruning left without an in-link are not looked for: that needs the
+  // full repair's walk. Not concurrent with insert() or search().
+  bool link_new_nodes(const VectorStorage& storage, const std::vector<std::uint32_t>& slots);
+
   // Takes the given deleted nodes out of the graph (see hnsw_deletion.cpp): every node that
   // links to one re-selects its list among its other links and theirs, the leaving nodes lose
   // their links, and the entry point moves when it leaves. Afterwards nothing links to them

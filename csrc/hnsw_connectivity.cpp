@@ -187,6 +187,42 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
   return added;
 }
 
+bool HnswGraph::link_new_nodes(const VectorStorage& storage,
+                               const std::vector<std::uint32_t>& slots) {
+  const auto l2sq = metric::kernels().l2sq;
+  const std::size_t dim = storage.dim();
+  const std::size_t cap = max_links(0) + kRepairSlots;
+  for (const std::uint32_t v : slots) {
+    if (v == entry_ || storage.is_deleted(v)) continue;
+    // Only v's own insertion linked to v so far (its back-links into its neighbours' lists),
+    // so v has an in-link exactly when one of its out-neighbours kept v.
+    const std::uint32_t* out = links_at(v, 0);
+    bool linked = false;
+    std::uint32_t from = kNone;
+    float best_d = std::numeric_limits<float>::infinity();
+    for (std::uint32_t i = 1; i <= out[0] && !linked; ++i) {
+      const std::uint32_t u = out[i];
+      const std::uint32_t* lu = links_at(u, 0);
+      linked = std::find(lu + 1, lu + 1 + lu[0], v) != lu + 1 + lu[0];
+      if (!linked && lu[0] < cap) {
+        const float d = l2sq(storage.vector(v), storage.vector(u), dim) * storage.rank_factor(u);
+        if (d < best_d) {
+          best_d = d;
+          from = u;
+        }
+      }
+    }
+    if (linked) continue;
+    if (from == kNone) return false;
+    std::uint32_t* l = links_at(from, 0);
+    l[1 + l[0]] = v;
+    ++l[0];
+    // Kept as a repair link: a later re-selection of `from`'s list does not prune it.
+    if (v < repair_source_.size()) repair_source_[v] = from;
+  }
+  return true;
+}
+
 GraphStats HnswGraph::check_integrity(const std::uint8_t* deleted) const {
   GraphStats st;
   const std::size_t n = nodes();

@@ -83,8 +83,9 @@ void IndexCore::add(const float* x, std::size_t n, const std::int64_t* ids,
   std::unique_lock<std::shared_mutex> g(rw_);
   storage_.check_new_ids(ids, n);
   storage_.place(x, n, ids, slots);  // checks the slots first
-  insert_slots(std::vector<std::uint32_t>(slots, slots + n));
-  finish_batch();
+  const std::vector<std::uint32_t> placed(slots, slots + n);
+  insert_slots(placed);
+  finish_batch(placed);
 }
 
 void IndexCore::search(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
@@ -276,9 +277,17 @@ void HnswIndexCore::release_deleted(bool due) {
   storage_.release(gone);
 }
 
-void HnswIndexCore::finish_batch() {
+void HnswIndexCore::finish_batch(const std::vector<std::uint32_t>& slots) {
   std::lock_guard<std::mutex> g(pool_mutex_);
+  rows_since_repair_ += slots.size();
+  // A chat loop adds one row at a time: a full walk per add made each add O(n). A small batch
+  // links its own orphans (a new node no neighbour kept a back-link to) and leaves the nodes
+  // its pruning may have orphaned to the next full repair, at most n/64 rows later.
+  if (rows_since_repair_ * kRepairEvery < graph_->nodes() &&
+      graph_->link_new_nodes(storage_, slots))
+    return;
   graph_->repair_connectivity(storage_, scratch_, *pool_);
+  rows_since_repair_ = 0;
 }
 
 void HnswIndexCore::fused_search_one(const FusedScorer& scorer, const FusedParams& params,

@@ -90,7 +90,7 @@ class IndexCore {
 
  protected:
   virtual void insert_slots(const std::vector<std::uint32_t>& slots) = 0;
-  virtual void finish_batch() {}
+  virtual void finish_batch(const std::vector<std::uint32_t>& /*slots*/) {}
   // Takes the deleted slots pending release out of the search structure and releases them;
   // `due` says whether enough are pending to pay for it (the flat index releases at once).
   virtual void release_deleted(bool due) = 0;
@@ -139,7 +139,7 @@ class HnswIndexCore final : public IndexCore {
 
  protected:
   void insert_slots(const std::vector<std::uint32_t>& slots) override;
-  void finish_batch() override;
+  void finish_batch(const std::vector<std::uint32_t>& slots) override;
   void release_deleted(bool due) override;
   void search_validated(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
                         float* D, std::int64_t* I) override;
@@ -147,6 +147,11 @@ class HnswIndexCore final : public IndexCore {
                         std::size_t k, std::size_t ef, std::vector<ScoredHit>& out) override;
 
  private:
+  // The full repair walks every level-0 list (O(n M), ~25 ms at 100k nodes): it runs once the
+  // rows added since the last one reach 1/kRepairEvery of the graph (every bulk chunk does);
+  // smaller batches only make sure each new node has an in-link (HnswGraph::link_new_nodes).
+  static constexpr std::size_t kRepairEvery = 64;
+  std::size_t rows_since_repair_ = 0;
   std::unique_ptr<HnswGraph> graph_;
   ScratchPool scratch_;
 };

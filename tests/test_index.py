@@ -317,3 +317,28 @@ def test_progress_bar_is_opt_in_and_validated(capsys):
     assert "add" in capsys.readouterr().err and index.ntotal == 100
     with pytest.raises(TypeError, match="progress"):
         index.add(x[:1], progress="yes")
+
+
+def test_single_row_adds_defer_the_full_repair_to_every_n_over_64_rows():
+    # Boundary-heavy points and small lists (where pruning orphans nodes most), then one row at
+    # a time as a chat loop adds: the full walk runs only every n/64 rows (in between, a node
+    # an insertion's pruning orphaned waits for it: seen here), and a batch of that size
+    # leaves every node reachable again.
+    rng = np.random.default_rng(11)
+
+    def boundary(n):
+        x = rng.normal(size=(n, 16))
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        return (x * rng.uniform(0.999, 0.99995, size=(n, 1))).astype(np.float32)
+
+    index = pi.PoincareIndex(16, M=4, seed=2)
+    index.add(boundary(3000))
+    assert index.check_integrity()["unreachable"] == 0
+    waiting = []
+    for _ in range(300):
+        x = boundary(1)
+        index.add(x)
+        waiting.append(index.check_integrity()["unreachable"])
+    assert max(waiting) <= 2  # orphans wait for the next full repair, a few at most
+    index.add(boundary(3300 // 64 + 1))  # enough rows for the full repair
+    assert index.check_integrity()["unreachable"] == 0
