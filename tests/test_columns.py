@@ -150,25 +150,34 @@ def test_time_columns_share_memory_with_the_index():
 
 
 def test_time_buckets_follow_adds():
-    """The time order used by search_scored's time pass is kept up to date incrementally and
-    equals a full sort; bucket ranges bound their rows."""
+    """The time buckets of search_scored's time pass follow adds: every row in exactly one
+    bucket, each bucket's range bounds its rows (rows newest first inside it); rows added since
+    the last full sort form one bucket in front until there are bucket_rows of them, then the
+    whole order equals a full sort again."""
     rng = np.random.default_rng(4)
     index = pi.PoincareIndex(4)
     store = index._columns
-    for batch in range(5):
-        m = int(rng.integers(1, 700))
+    sizes = [300, 1, 1, 40, 200, 1, 700, 3, 650]
+    for batch, m in enumerate(sizes):
         t = np.datetime64(NOW.replace(tzinfo=None), "us") - (rng.uniform(0, 1000, m) * 3600e6).astype(
             "timedelta64[us]"
         )
+        before = store._buckets[0] if store._buckets is not None else 0
         index.add(points(m, seed=batch), t=t)
         order, starts, t_min, t_max = store.time_buckets(bucket_rows=256)
         times = store._t[: len(store)]
         assert sorted(order.tolist()) == list(range(len(store)))
-        assert np.all(np.diff(times[order]) <= 0)  # newest first
-        assert starts[0] == 0 and starts[-1] == len(store)
+        assert starts[0] == 0 and starts[-1] == len(store) and np.all(np.diff(starts) > 0)
         for i in range(len(starts) - 1):
             rows = times[order[starts[i] : starts[i + 1]]]
             assert rows.min() == t_min[i] and rows.max() == t_max[i]
+            assert np.all(np.diff(rows) <= 0)
+        if len(store) - before > 256:  # merged: one sorted order again
+            assert np.all(np.diff(times[order]) <= 0)
+        else:  # the new rows in front, the sorted order after them
+            tail = len(store) - before
+            assert sorted(order[:tail].tolist()) == list(range(before, len(store)))
+            assert np.all(np.diff(times[order[tail:]]) <= 0)
 
 
 def test_dictionary_encoded_metadata_in_several_batches_saves_and_loads(tmp_path):
