@@ -296,6 +296,23 @@ def test_live_view_follows_accesses():
     assert view.point("new")["access_count"] == 1
 
 
+def test_the_inspector_of_a_store_another_memory_writes_shows_new_memories(tmp_path):
+    writer = seed_store(tmp_path, fillers=5)
+    view = open_store(tmp_path)  # read-only, as `poincare-index inspect` opens it
+    with InspectorServer(view).start() as server:
+        before = get(server, "api/points")["ids"]
+        writer.add("a memory written while the page is open", id="late")
+        writer.delete("old")
+        time.sleep(0.3)  # the view re-reads at most every 0.25 s
+        after = get(server, "api/points")["ids"]
+        assert "late" in after and "late" not in before
+        assert "old" in before and "old" not in after
+        hits = get(server, "api/search?q=written+while+the+page&k=1")["results"]
+        assert hits[0]["id"] == "late"
+    view.memory.close()
+    writer.close()
+
+
 def raw_request(server: InspectorServer, head: bytes) -> tuple[int, dict[str, str]]:
     """Sends a hand-written request (any Host header) and returns (status, headers)."""
     import socket

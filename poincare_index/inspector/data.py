@@ -100,8 +100,13 @@ class StoreView:
     def sync(self, max_age: float = 0.25) -> None:
         """Re-reads the store when a live Memory changed (adds, deletes, accesses) and the view
         is older than ``max_age`` seconds: a store under constant writes is re-read a few
-        times a second, not on every request."""
-        if self.memory is None or self._state() == self._version:
+        times a second, not on every request. A read-only Memory (the inspector's default on a
+        store another process writes) first takes in the writer's acknowledged changes
+        (Memory.refresh: a look at the files, cheap when nothing changed)."""
+        if self.memory is None:
+            return
+        self.memory.refresh()
+        if self._state() == self._version:
             return
         if time.monotonic() - self._refreshed >= max_age:
             self.refresh()
