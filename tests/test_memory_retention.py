@@ -73,3 +73,40 @@ def test_retention_is_validated():
         Retention(max_age=timedelta(days=1), archive_dir="/no/such/dir")
     with pytest.raises(TypeError, match="retention"):
         Memory(retention={"max_age": 30})
+
+
+def test_a_run_deletes_in_chunks_and_leaves_rows_that_changed_since_they_were_chosen(tmp_path, monkeypatch):
+    import poincare_index.memory.retention as retention
+
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    mem = Memory(path=tmp_path / "store")
+    mem.add_many([f"note {d}" for d in range(20)], [f"d{d}" for d in range(20)],
+                 t=[T0 + timedelta(days=d) for d in range(20)])  # fmt: skip
+    monkeypatch.setattr(retention, "DELETE_CHUNK_ROWS", 3)
+    real_write = retention.write_parquet_durably
+
+    def write_while_the_store_changes(table, path):  # the archive is written under no lock
+        real_write(table, path)
+        mem.update("d2", t=T0 + timedelta(days=35))  # re-stamped young: must stay
+        mem.delete("d4")  # gone already: not deleted twice
+
+    monkeypatch.setattr(retention, "write_parquet_durably", write_while_the_store_changes)
+    policy = Retention(max_age=timedelta(days=10), archive_dir=archive, clock=lambda: T0 + timedelta(days=20))
+    mem._retention = policy
+    assert mem.apply_retention() == 8  # d0..d9 chosen; d2 re-stamped, d4 deleted meanwhile
+    assert "d2" in mem and "d4" not in mem and "d10" in mem and len(mem) == 11
+    (run,) = archive.iterdir()
+    assert sorted(pq.read_table(run).column("id").to_pylist()) == sorted(f"d{d}" for d in range(10))
+    deletes = [h for _, h, _ in _records(mem) if h["op"] == "delete"]
+    # d4's own delete, then the run's chunks of 3 rows, less d2 (0-2) and d4 (3-5)
+    assert [len(h["rows"]) for h in deletes] == [1, 2, 2, 3, 1]
+    kept = sorted(r.id for r in mem)
+    mem.close()
+    assert sorted(r.id for r in Memory(path=tmp_path / "store", read_only=True)) == kept
+
+
+def _records(mem):
+    from poincare_index.memory.log import iter_records
+
+    return list(iter_records(mem._ns.log_paths(), 0))

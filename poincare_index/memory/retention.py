@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from .. import _time
 from ..io import _fsync_dir
 
-__all__ = ["Retention", "archive_path", "run_retention", "write_parquet_durably"]
+__all__ = ["DELETE_CHUNK_ROWS", "Retention", "archive_path", "run_retention", "write_parquet_durably"]
 
 
 def write_parquet_durably(table: pa.Table, path: Path) -> None:
@@ -94,21 +94,46 @@ def archive_path(directory: str | os.PathLike[str], first_us: int, last_us: int)
     return path
 
 
+# Rows deleted per writer-lock hold: searches wait for one chunk at a time, not for the run.
+DELETE_CHUNK_ROWS = 2048
+
+
 def run_retention(mem: Any, max_age: timedelta, archive_dir: Any, at_us: int) -> int:
     """Deletes ``mem``'s memories stamped before at_us - max_age (archived first when
-    ``archive_dir`` is set); returns how many. Takes the writer lock for the run."""
+    ``archive_dir`` is set); returns how many.
+
+    Searches are never blocked for the run: the rows are chosen and their table taken under the
+    read lock (searches go on, writers wait), the archive is written under no lock, and the
+    deletes go in chunks of DELETE_CHUNK_ROWS, each its own write (logged, then applied) under
+    the writer lock. A row that changed since it was chosen (deleted, updated, re-stamped
+    younger) is left alone. A crash between the archive and the last chunk leaves rows both
+    archived and held: the next run archives them again (a second file), nothing is lost."""
     import numpy as np
 
     cutoff = at_us - max_age // timedelta(microseconds=1)
-    with mem._writing():
+    mem._check_open()
+    with mem._lock.reading():
         n = len(mem._mids)
         t = mem._index._columns._t[:n]
-        held = np.fromiter((m is not None for m in mem._mids), dtype=bool, count=n)
-        rows = np.flatnonzero(held & (t < cutoff)).tolist()
-        if not rows:
+        held = np.asarray(mem._index._core.live_slots()[:n], dtype=bool)
+        rows = np.flatnonzero(held & (t < cutoff))
+        if rows.size == 0:
             return 0
+        archive = None
         if archive_dir is not None:
             stamps = t[rows]
-            path = archive_path(archive_dir, int(stamps.min()), int(stamps.max()))
-            write_parquet_durably(mem._table(rows), path)
-        return mem._delete_rows(rows)
+            archive = (mem._table(rows.tolist()), int(stamps.min()), int(stamps.max()))
+    if archive is not None:
+        table, first_us, last_us = archive
+        write_parquet_durably(table, archive_path(archive_dir, first_us, last_us))
+    deleted = 0
+    for start in range(0, rows.size, DELETE_CHUNK_ROWS):
+        with mem._writing():
+            t_now = mem._index._columns._t
+            chunk = [
+                r
+                for r in rows[start : start + DELETE_CHUNK_ROWS].tolist()
+                if mem._mids[r] is not None and t_now[r] < cutoff
+            ]
+            deleted += mem._delete_rows(chunk)
+    return deleted

@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .._time import micros_to_datetime
 from .._validation import as_positive_int
@@ -121,12 +122,13 @@ def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Res
     allowed = bm25 > 0
     if mask is not None:
         allowed &= mask
-    keyword_rows = np.flatnonzero(allowed)
-    keyword_rank = keyword_rows[np.argsort(-bm25[keyword_rows], kind="stable")]
+    matches = np.flatnonzero(allowed)
+    relevance_of_match = np.log(bm25[matches])
     vector_rank_of: dict[int, int] = {}
     if req.mode == "keyword":
-        rows = keyword_rank
-        relevance = np.log(bm25[rows])
+        rows = matches
+        relevance = relevance_of_match
+        keyword_key = relevance_of_match  # keyword_rank: the order by BM25 alone
     else:
         # Both sides are cut by their time-aware score, never by relevance alone: the vector side
         # takes its candidates by the fused score inside the index, the keyword side ranks every
@@ -140,11 +142,11 @@ def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Res
             future_tolerance=cfg.future_tolerance,
         )  # fmt: skip
         vec_rank = r.ids[0][r.ids[0] >= 0]
-        if cfg.decay is not None and cfg.time_coef and keyword_rank.shape[0]:
-            logw_kw = mem._log_weights(keyword_rank, req.at_us, cfg)
-            timed = np.log(bm25[keyword_rank]) + cfg.time_coef * logw_kw
-            keyword_rank = keyword_rank[np.argsort(-timed, kind="stable")]
-        fused = reciprocal_rank_fusion([vec_rank, keyword_rank[:depth]])
+        keyword_key = relevance_of_match
+        if cfg.decay is not None and cfg.time_coef and matches.shape[0]:
+            keyword_key = relevance_of_match + cfg.time_coef * mem._log_weights(matches, req.at_us, cfg)
+        keyword_top = matches[_top_order(keyword_key, matches, depth)]
+        fused = reciprocal_rank_fusion([vec_rank, keyword_top])
         rows = np.fromiter(fused.keys(), np.int64, len(fused))
         relevance = np.log(np.fromiter(fused.values(), np.float64, len(fused)))
         vector_rank_of = {int(row): i + 1 for i, row in enumerate(vec_rank.tolist())}
@@ -152,10 +154,9 @@ def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Res
         return []
     logw = mem._log_weights(rows, req.at_us, cfg)
     score = relevance + cfg.time_coef * logw if cfg.time_coef else relevance
-    order = np.argsort(-score, kind="stable")[:fetch]
+    order = _top_order(score, rows, fetch)
     top = rows[order].tolist()
-    kw_rank_of = np.zeros(bm25.shape[0], dtype=np.int64)  # 0: not a keyword match
-    kw_rank_of[keyword_rank] = np.arange(1, keyword_rank.shape[0] + 1)
+    keyword_rank = _ranks_among(keyword_key, matches, top)
     dist, depths = mem._exact_terms(top, req.vector[0]) if req.vector is not None else (None, None)
     scored = []
     for j, i in enumerate(order.tolist()):
@@ -169,7 +170,35 @@ def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Res
                 "mode": req.mode,
                 "relevance": float(relevance[i]),
                 "vector_rank": vector_rank_of.get(row),
-                "keyword_rank": int(kw_rank_of[row]) or None,
+                "keyword_rank": keyword_rank[j],
             }
         )
     return mem._result_rows(top, scored, cfg)
+
+
+def _top_order(score: NDArray[np.float64], rows: NDArray[np.int64], k: int) -> NDArray[np.int64]:
+    """Positions of the ``k`` best scores, best first, ties by row: O(n + k log k), not a sort
+    of every keyword match (tens of thousands for common words)."""
+    if score.shape[0] > k:
+        part = np.argpartition(-score, k - 1)[:k]
+        # Everything tied with the k-th is a candidate, so the tie order (by row) is the sort's.
+        kth = score[part].min()
+        part = np.flatnonzero(score >= kth)
+    else:
+        part = np.arange(score.shape[0])
+    order = part[np.lexsort((rows[part], -score[part]))]
+    return order[:k]
+
+
+def _ranks_among(key: NDArray[np.float64], matches: NDArray[np.int64], top: list[int]) -> list[int | None]:
+    """For each row of ``top``: its 1-based rank among ``matches`` by ``key`` (ties by row), or
+    None when it is not a match."""
+    pos = np.searchsorted(matches, top)  # matches are ascending rows
+    out: list[int | None] = []
+    for row, p in zip(top, pos.tolist()):
+        if p >= matches.shape[0] or matches[p] != row:
+            out.append(None)
+            continue
+        k = key[p]
+        out.append(int(np.count_nonzero(key > k) + np.count_nonzero((key == k) & (matches < row))) + 1)
+    return out

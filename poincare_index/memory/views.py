@@ -6,18 +6,19 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
-from .. import _time
+from .. import _core, _time
+from ..decay import policy_terms
 from ..filters import compile_filter
 from ..geometry import depth as _depth
 from ..geometry import distance as _distance
 from .result import Result
-from .rows import times_as_datetime64
 
 __all__ = ["MemoryViews"]
 
@@ -124,23 +125,19 @@ class MemoryViews:
         return _distance(query_vec.astype(np.float64), pts), _depth(pts)
 
     def _log_weights(self, rows: Any, at_us: int, config: Any) -> NDArray[np.float64]:
-        """log time weight of ``rows`` (a list or an int array) at ``at_us`` by config's decay."""
+        """log time weight of ``rows`` (a list or an int array) at ``at_us`` by config's decay:
+        the index's own evaluation of the policy (the C++ program search_scored runs, tested
+        against the numpy reference in tests/test_decay.py), on the stored microseconds."""
         decay = config.decay
         if decay is None or len(rows) == 0:
             return np.zeros(len(rows))
         cols = self._index._columns
         idx = np.asarray(rows, dtype=np.int64)
-        return np.asarray(
-            decay.log_weight(
-                cols._t[idx].astype("datetime64[us]"),
-                _time.micros_to_datetime(at_us),
-                times_as_datetime64(cols._valid_from[idx], _time.OPEN_START),
-                times_as_datetime64(cols._valid_until[idx], _time.OPEN_END),
-                cols.access_counts(idx).astype(np.float64),
-                future_weight=config.future_weight,
-                future_tolerance=config.future_tolerance,
-            )  # fmt: skip
-        )
+        tolerance_us = config.future_tolerance // timedelta(microseconds=1)
+        return _core.decay_log_weights(
+            policy_terms(decay), int(at_us), float(config.future_weight), cols._t[idx],
+            cols._valid_from[idx], cols._valid_until[idx], cols.access_counts(idx), int(tolerance_us),
+        )  # fmt: skip
 
     def _keyword_scores(self, query: str) -> NDArray[np.float64]:
         """BM25 of every row for ``query``; builds the keyword index on first use and starts a
