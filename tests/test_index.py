@@ -331,7 +331,7 @@ def test_single_row_adds_defer_the_full_repair_to_every_n_over_64_rows():
         x /= np.linalg.norm(x, axis=1, keepdims=True)
         return (x * rng.uniform(0.999, 0.99995, size=(n, 1))).astype(np.float32)
 
-    index = pi.PoincareIndex(16, M=4, seed=2)
+    index = pi.PoincareIndex(16, M=4, seed=2, num_threads=1)  # one thread: a deterministic graph
     index.add(boundary(3000))
     assert index.check_integrity()["unreachable"] == 0
     waiting = []
