@@ -88,6 +88,19 @@ def _build_main(rows: NDArray[np.int64], texts: Sequence[str]) -> _Main:
     return _Main(rows, retriever, dict(retriever.vocab_dict), doc_freq, len(tokens), mean_length)
 
 
+def _main_scores(main: _Main, terms: list[str]) -> NDArray[np.float64]:
+    """BM25 of every main document: the sum of the per-(term, document) scores bm25s stored in
+    its term-major sparse matrix. One bincount over the query terms' columns (bm25s itself adds
+    them with np.add.at, ~5x slower at 100,000 memories)."""
+    scores = main.retriever.scores  # type: ignore[attr-defined]
+    indptr, indices, data = scores["indptr"], scores["indices"], scores["data"]
+    ids = [main.vocab[w] for w in terms]
+    cols = [slice(int(indptr[i]), int(indptr[i + 1])) for i in ids]
+    docs = np.concatenate([indices[c] for c in cols])
+    weights = np.concatenate([data[c] for c in cols]).astype(np.float64)
+    return np.bincount(docs, weights=weights, minlength=main.n_docs)
+
+
 @dataclass
 class _Delta:
     postings: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # term -> (row, tf)
@@ -230,7 +243,7 @@ class KeywordIndex:
             known = [w for w in terms if w in main.vocab]
             delta_part = self._delta_scores(main, delta, terms) if delta.length else None
         if known and main.retriever is not None:
-            out[main.rows] = main.retriever.get_scores(known)  # type: ignore[attr-defined]
+            out[main.rows] = _main_scores(main, known)
         if delta_part is not None:
             out[delta_part[0]] = delta_part[1]
         n_dead = min(dead.shape[0], n_rows)

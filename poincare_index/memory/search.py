@@ -125,6 +125,7 @@ def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Res
     matches = np.flatnonzero(allowed)
     relevance_of_match = np.log(bm25[matches])
     vector_rank_of: dict[int, int] = {}
+    vector_terms: dict[int, tuple[float, float]] = {}  # row -> (distance, depth) the index gave
     if req.mode == "keyword":
         rows = matches
         relevance = relevance_of_match
@@ -150,6 +151,9 @@ def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Res
         rows = np.fromiter(fused.keys(), np.int64, len(fused))
         relevance = np.log(np.fromiter(fused.values(), np.float64, len(fused)))
         vector_rank_of = {int(row): i + 1 for i, row in enumerate(vec_rank.tolist())}
+        keep = r.ids[0] >= 0
+        pairs = zip(r.distances[0][keep].tolist(), r.depths[0][keep].tolist())
+        vector_terms = dict(zip(vec_rank.tolist(), pairs))
     if rows.shape[0] == 0:
         return []
     logw = mem._log_weights(rows, req.at_us, cfg)
@@ -157,15 +161,18 @@ def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Res
     order = _top_order(score, rows, fetch)
     top = rows[order].tolist()
     keyword_rank = _ranks_among(keyword_key, matches, top)
-    dist, depths = mem._exact_terms(top, req.vector[0]) if req.vector is not None else (None, None)
+    missing = [row for row in top if row not in vector_terms]
+    if missing and req.vector is not None:
+        dist, depths = mem._exact_terms(missing, req.vector[0])
+        vector_terms.update(zip(missing, zip(dist.tolist(), depths.tolist())))
     scored = []
     for j, i in enumerate(order.tolist()):
         row = top[j]
         scored.append(
             {
                 "score": float(score[i]),
-                "distance": float(dist[j]) if dist is not None else math.nan,
-                "depth": float(depths[j]) if depths is not None else math.nan,
+                "distance": vector_terms[row][0] if row in vector_terms else math.nan,
+                "depth": vector_terms[row][1] if row in vector_terms else math.nan,
                 "time_weight": float(np.exp(logw[i])),
                 "mode": req.mode,
                 "relevance": float(relevance[i]),
