@@ -25,7 +25,7 @@ import math
 import re
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -101,10 +101,15 @@ def _main_scores(main: _Main, terms: list[str]) -> NDArray[np.float64]:
     return np.bincount(docs, weights=weights, minlength=main.n_docs)
 
 
-@dataclass
 class _Delta:
-    postings: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # term -> (row, tf)
-    length: dict[int, int] = field(default_factory=dict)  # row -> number of terms
+    """The rows added since the main was built: per term, the rows holding it and their term
+    frequencies (appended as rows come), with numpy copies made on the first query after a
+    change; per row, its number of terms."""
+
+    def __init__(self) -> None:
+        self.postings: dict[str, tuple[list[int], list[int], list[int]]] = {}  # rows, tf, length
+        self.arrays: dict[str, tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]] = {}
+        self.length: dict[int, int] = {}
 
     def add(self, row: int, terms: list[str]) -> None:
         self.length[row] = len(terms)
@@ -112,7 +117,38 @@ class _Delta:
         for term in terms:
             counts[term] = counts.get(term, 0) + 1
         for term, tf in counts.items():
-            self.postings.setdefault(term, []).append((row, tf))
+            rows, tfs, lengths = self.postings.setdefault(term, ([], [], []))
+            rows.append(row)
+            tfs.append(tf)
+            lengths.append(len(terms))
+            self.arrays.pop(term, None)
+
+    def term_arrays(
+        self, term: str
+    ) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]] | None:
+        """(rows, term frequencies, row lengths) of ``term``; None when no delta row holds it."""
+        cached = self.arrays.get(term)
+        if cached is None:
+            post = self.postings.get(term)
+            if post is None:
+                return None
+            cached = (
+                np.asarray(post[0], np.int64),
+                np.asarray(post[1], np.float64),
+                np.asarray(post[2], np.float64),
+            )
+            self.arrays[term] = cached
+        return cached
+
+    def keep_after(self, top: int) -> _Delta:
+        """A delta of the rows above ``top`` (a merge folded in the rest)."""
+        kept = _Delta()
+        kept.length = {r: n for r, n in self.length.items() if r > top}
+        for term, (rows, tfs, lengths) in self.postings.items():
+            at = [i for i, r in enumerate(rows) if r in kept.length]
+            if at:
+                kept.postings[term] = ([rows[i] for i in at], [tfs[i] for i in at], [lengths[i] for i in at])
+        return kept
 
 
 class KeywordIndex:
@@ -203,14 +239,7 @@ class KeywordIndex:
                 if generation != self._generation:
                     return  # a build() reset the index meanwhile
                 top = int(rows_arr[-1]) if rows_arr.size else -1
-                delta = _Delta()
-                for row, length in self._delta.length.items():
-                    if row > top:
-                        delta.length[row] = length
-                for term, post in self._delta.postings.items():
-                    kept = [(r, tf) for r, tf in post if r > top and r in delta.length]
-                    if kept:
-                        delta.postings[term] = kept
+                delta = self._delta.keep_after(top)
                 # Removed while building: tombstones in the new main.
                 self._dead_in_main = int(np.count_nonzero(self._dead[rows_arr]))
                 self._main, self._delta = main, delta
@@ -241,7 +270,7 @@ class KeywordIndex:
             main, delta, dead = self._main, self._delta, self._dead
             assert main is not None, "build() first"
             known = [w for w in terms if w in main.vocab]
-            delta_part = self._delta_scores(main, delta, terms) if delta.length else None
+            delta_part = self._delta_scores(main, delta, terms, dead) if delta.length else None
         if known and main.retriever is not None:
             out[main.rows] = _main_scores(main, known)
         if delta_part is not None:
@@ -252,30 +281,33 @@ class KeywordIndex:
 
     @staticmethod
     def _delta_scores(
-        main: _Main, delta: _Delta, terms: list[str]
+        main: _Main, delta: _Delta, terms: list[str], dead: NDArray[np.bool_]
     ) -> tuple[NDArray[np.int64], NDArray[np.float64]] | None:
         """(rows, BM25) of the delta rows holding a query term, by the main's statistics."""
         n_delta = len(delta.length)
-        acc: dict[int, float] = {}
+        parts_rows, parts_scores = [], []
         for term in terms:
-            post = delta.postings.get(term)
-            if not post:
+            found = delta.term_arrays(term)
+            if found is None:
                 continue
+            rows, tf, dl = found
             tid = main.vocab.get(term)
             if tid is not None:
                 df, n = int(main.doc_freq[tid]), main.n_docs
             else:  # a term the main never saw: its frequency in the delta
-                df, n = len(post), main.n_docs + n_delta
+                df, n = rows.shape[0], main.n_docs + n_delta
             idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-            for row, tf in post:
-                dl = delta.length.get(row)
-                if dl is None:
-                    continue  # removed
-                norm = K1 * ((1.0 - B) + B * max(dl, 1) / main.mean_length)
-                acc[row] = acc.get(row, 0.0) + idf * tf / (norm + tf)
-        if not acc:
+            norm = K1 * ((1.0 - B) + B * np.maximum(dl, 1.0) / main.mean_length)
+            parts_rows.append(rows)
+            parts_scores.append(idf * tf / (norm + tf))
+        if not parts_rows:
             return None
-        return np.fromiter(acc.keys(), np.int64, len(acc)), np.fromiter(acc.values(), np.float64, len(acc))
+        rows = np.concatenate(parts_rows)
+        live = rows < dead.shape[0]
+        live[live] = ~dead[rows[live]]
+        rows, scores = rows[live], np.concatenate(parts_scores)[live]
+        uniq, where = np.unique(rows, return_inverse=True)
+        return uniq, np.bincount(where, weights=scores, minlength=uniq.shape[0])
 
 
 def reciprocal_rank_fusion(rankings: Sequence[NDArray[np.int64]], k: int = 60) -> dict[int, float]:

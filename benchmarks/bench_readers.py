@@ -1,0 +1,135 @@
+"""Readers follow a writer: the time from a writer's acknowledged add to its visibility in reader
+processes.
+
+A store of ``--n`` memories is written, then ``--readers`` processes open it read_only and the
+writer (this process) adds ``--writes`` memories, one every ``--interval-ms``, noting the
+CLOCK_MONOTONIC time each add returned (acknowledged). Each reader polls for the next id with
+``get`` (which takes in the writer's changes first, Memory.refresh) every ``--poll-ms`` and notes
+when it first sees it. Visibility latency = seen - acknowledged, per id and reader; p50, p99 and
+max are reported, with ``--checkpoint-every`` small enough to make readers switch snapshots
+during the run when asked.
+
+    python benchmarks/bench_readers.py [--n 20000] [--writes 1000] [--checkpoint-every 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from text_data import generated_items  # noqa: E402
+
+from poincare_memory import Memory  # noqa: E402
+
+READER = """
+import json, sys, time
+from poincare_memory import Memory
+path, writes, poll = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+mem = Memory(path=path, read_only=True, num_threads=1)
+print("ready", flush=True)
+seen = []
+for i in range(writes):
+    while mem.get(f"w{i}") is None:
+        time.sleep(poll)
+    seen.append(time.monotonic())
+print(json.dumps(seen), flush=True)
+"""
+
+
+@dataclass
+class Results:
+    n: int
+    writes: int
+    readers: int
+    interval_ms: float
+    poll_ms: float
+    checkpoint_every: int
+    machine: str
+    checkpoints_during_run: int = 0
+    visibility_ms: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=20_000)
+    ap.add_argument("--writes", type=int, default=1000)
+    ap.add_argument("--readers", type=int, default=2)
+    ap.add_argument("--interval-ms", type=float, default=5.0)
+    ap.add_argument("--poll-ms", type=float, default=0.5)
+    ap.add_argument("--checkpoint-every", type=int, default=20_000)
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "readers.json"))
+    args = ap.parse_args()
+    machine = f"{platform.machine()} {platform.processor()} {os.cpu_count()} cpus"
+    res = Results(
+        args.n, args.writes, args.readers, args.interval_ms, args.poll_ms, args.checkpoint_every, machine
+    )
+    items = generated_items(args.n + args.writes, 0, None)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = os.path.join(tmp, "store")
+        with Memory(path=store) as mem:
+            mem.add_many(items.texts[: args.n], [f"m{i}" for i in range(args.n)], t=items.t[: args.n])
+        readers = [
+            subprocess.Popen(
+                [sys.executable, "-c", READER, store, str(args.writes), str(args.poll_ms / 1e3)],
+                cwd=tmp,
+                stdout=subprocess.PIPE,
+                text=True,
+            )  # fmt: skip
+            for _ in range(args.readers)
+        ]
+        for r in readers:
+            assert r.stdout is not None and r.stdout.readline().strip() == "ready"
+        writer = Memory(path=store, checkpoint_every=args.checkpoint_every, num_threads=1)
+        acked: list[float] = []
+        snapshots_before = writer._snapshot
+        checkpoints = 0
+        for i in range(args.writes):
+            writer.add(items.texts[args.n + i], id=f"w{i}", t=items.t[args.n + i])
+            acked.append(time.monotonic())
+            if writer._ns.current()[0] != snapshots_before:
+                checkpoints += 1
+                snapshots_before = writer._ns.current()[0]
+            time.sleep(args.interval_ms / 1e3)
+        res.checkpoints_during_run = checkpoints
+        outs: list[Any] = []
+        for r in readers:
+            out, _ = r.communicate(timeout=600)
+            outs.append(json.loads(out.strip().splitlines()[-1]))
+        writer.close()
+    for j, seen in enumerate(outs):
+        lat = (np.asarray(seen) - np.asarray(acked)) * 1e3
+        res.visibility_ms[f"reader {j + 1}"] = {
+            "p50": float(np.percentile(lat, 50)),
+            "p99": float(np.percentile(lat, 99)),
+            "max": float(lat.max()),
+        }
+        v = res.visibility_ms[f"reader {j + 1}"]
+        print(
+            f"reader {j + 1}: visible after p50 {v['p50']:.2f} ms, p99 {v['p99']:.2f} ms, "
+            f"max {v['max']:.1f} ms"
+        )
+    print(
+        f"({args.writes} writes, one per {args.interval_ms} ms, on {args.n:,} memories; "
+        f"{checkpoints} checkpoints)"
+    )
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(asdict(res), f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
