@@ -39,6 +39,8 @@ class MemoryJournal:
     _lock: Any
     _snapshot: str | None
     _snapshot_read: str | None
+    _snapshot_seq: int
+    _epoch: int
     _seen: Any
     _version: int
     _closed: bool
@@ -51,16 +53,23 @@ class MemoryJournal:
         assert self._ns is not None
         self._write_snapshot_and_rotate(self._index, self._mids, self._texts)
 
-    def _write_snapshot_and_rotate(self, index: Any, mids: list[str | None], texts: list[str | None]) -> None:
+    def _write_snapshot_and_rotate(
+        self, index: Any, mids: list[str | None], texts: list[str | None], renumbered: bool = False
+    ) -> None:
+        """``renumbered``: a compaction (rows renumbered), which starts a new row epoch; the
+        logs before it are then of no use to a reader, else the previous snapshot's are kept."""
         assert self._ns is not None
-        snapshot = self._ns.write_snapshot(self._seq, index, mids, texts)
+        epoch = self._epoch + 1 if renumbered else self._epoch
+        snapshot = self._ns.write_snapshot(self._seq, index, mids, texts, epoch)
+        previous_seq = self._seq if renumbered else self._snapshot_seq
+        self._epoch, self._snapshot_seq = epoch, self._seq
         save_usage(self._ns.dir, self._usage)
         writer = LogWriter(self._ns.log_path(self._seq + 1), fsync=self._fsync)
         old, self._writer = self._writer, writer
         if old is not None:
             old.close()
         self._since_checkpoint = 0
-        self._ns.remove_stale(snapshot, self._seq)
+        self._ns.remove_stale(snapshot, previous_seq)
 
     def _maybe_checkpoint(self) -> None:
         """After a write (writer lock held): checkpoint when due. A failure here loses nothing
@@ -141,8 +150,15 @@ class MemoryJournal:
         if signature is not None and signature == self._seen:
             return False
         with self._lock.writing():
-            snapshot, _ = self._ns.current()
+            snapshot, snap_seq, epoch = self._ns.current_state()
             if snapshot == self._snapshot and self._tailed(snapshot):
+                self._seen = signature
+                self._version += 1
+                return True
+            # A checkpoint with the same row numbering: the logs since our state are kept for a
+            # checkpoint more, so a reader that keeps up follows them without a reload.
+            if epoch == self._epoch and self._tailed(snapshot, crossing=True) and self._seq >= snap_seq:
+                self._snapshot, self._snapshot_seq = snapshot, snap_seq
                 self._seen = signature
                 self._version += 1
                 return True
@@ -163,15 +179,17 @@ class MemoryJournal:
             self._version += 1
         return True
 
-    def _tailed(self, snapshot: str | None) -> bool:
+    def _tailed(self, snapshot: str | None, crossing: bool = False) -> bool:
         """Applies the log records after our sequence number; False when a checkpoint moved the
-        logs meanwhile (a log gone, or a gap where its records were), so the caller reloads."""
+        logs meanwhile (a log gone, or a gap where its records were), so the caller reloads.
+        ``crossing``: following the logs past a checkpoint, where a missing log only means we
+        are too far behind (never damage: the reload that follows checks the store)."""
         try:
             for seq, header, blob in iter_records(self._ns.log_paths(after=self._seq), self._seq):
                 self._replay(seq, header, blob)
                 self._seq = seq
         except (FileNotFoundError, IndexFormatError):
-            if self._ns.current()[0] == snapshot:
+            if not crossing and self._ns.current()[0] == snapshot:
                 raise  # nothing moved: the log itself is damaged
             return False
         return True
@@ -185,6 +203,7 @@ class MemoryJournal:
             fresh._row_of,
         )
         self._seq, self._snapshot, self._config = fresh._seq, fresh._snapshot, fresh._config
+        self._snapshot_seq, self._epoch = fresh._snapshot_seq, fresh._epoch
         self._keyword.close()
         self._keyword = fresh._keyword
         fresh._closed = True
@@ -192,7 +211,7 @@ class MemoryJournal:
     def _load(self, ef_search: int) -> None:
         assert self._ns is not None
         self._snapshot_read = None
-        with self._ns.pinned_current() as (snapshot, snap_seq):
+        with self._ns.pinned_current() as (snapshot, snap_seq, epoch):
             if snapshot is not None:
                 self._snapshot_read = snapshot
                 self._index, self._mids, self._texts = self._ns.read_snapshot(
@@ -200,7 +219,7 @@ class MemoryJournal:
                 )
                 self._tune_index(ef_search)
                 self._row_of = {m: r for r, m in enumerate(self._mids) if m is not None}
-            self._seq = snap_seq
+            self._seq, self._snapshot_seq, self._epoch = snap_seq, snap_seq, epoch
             self._seen = self._ns.signature()  # taken before the logs are read: never newer
             for seq, header, blob in iter_records(self._ns.log_paths(after=snap_seq), snap_seq):
                 self._replay(seq, header, blob)

@@ -143,6 +143,8 @@ class Memory(MemoryViews, MemoryJournal):
         self._view_cache: tuple[int, pa.Array, pa.Array] | None = None
         self._closed = False
         self._snapshot: str | None = None  # the snapshot the state was loaded from
+        self._snapshot_seq = 0  # its sequence number (the writer's: the last one it wrote)
+        self._epoch = 0  # compactions since the store began (store.NamespaceDir.current_state)
         self._seen: Any = None  # the store's signature when the state was last brought up to date
 
     # ---- configuration --------------------------------------------------------------------
@@ -685,7 +687,7 @@ class Memory(MemoryViews, MemoryJournal):
         if self._ns is not None:
             with self._log_lock:
                 try:
-                    self._write_snapshot_and_rotate(index, mids, texts)
+                    self._write_snapshot_and_rotate(index, mids, texts, renumbered=True)
                 except Exception as exc:
                     warnings.warn(
                         f"memory store {self._ns.dir}: compaction skipped, its snapshot failed ({exc})",

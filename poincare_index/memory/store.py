@@ -198,21 +198,31 @@ class NamespaceDir:
     # ---- snapshots ---------------------------------------------------------------------------
     def current(self) -> tuple[str | None, int]:
         """(snapshot directory name or None, last sequence number it holds)."""
+        name, seq, _ = self.current_state()
+        return name, seq
+
+    def current_state(self) -> tuple[str | None, int, int]:
+        """(snapshot name or None, its sequence number, its row epoch). The epoch counts the
+        compactions (which renumber rows) since the store began: a reader whose state has the
+        same epoch can follow the logs across checkpoints without loading the snapshot."""
         path = self.dir / "CURRENT"
         if not path.exists():
-            return None, 0
+            return None, 0, 0
         doc = read_json_checked(path, "CURRENT")
-        name, seq = doc.get("snapshot"), doc.get("seq")
+        name, seq, epoch = doc.get("snapshot"), doc.get("seq"), doc.get("epoch", 0)
         # The name becomes a path: only a snapshot directory of this namespace is accepted.
         m = _SNAP.match(name) if isinstance(name, str) else None
         if m is None or type(seq) is not int or int(m.group(1)) != seq:
             raise IndexFormatError(f"{path}: CURRENT names no valid snapshot ({name!r}, seq {seq!r})")
-        return name, seq
+        if type(epoch) is not int or not 0 <= epoch < 2**63:
+            raise IndexFormatError(f"{path}: field 'epoch' must be a non-negative integer, got {epoch!r}")
+        return name, seq, epoch
 
     def write_snapshot(
-        self, seq: int, index: PoincareIndex, mids: list[str | None], texts: list[str | None]
+        self, seq: int, index: PoincareIndex, mids: list[str | None], texts: list[str | None], epoch: int = 0
     ) -> str:
-        """Writes a snapshot under a fresh name and makes CURRENT name it; returns the name."""
+        """Writes a snapshot under a fresh name and makes CURRENT name it (with the row epoch,
+        see current_state); returns the name."""
         while True:  # a name no directory has: never the live snapshot, even at the same seq
             name = f"snap-{seq:016d}-{secrets.token_hex(4)}"
             if not (self.dir / name).exists() and not (self.dir / (name + ".tmp")).exists():
@@ -233,7 +243,7 @@ class NamespaceDir:
         )
         os.replace(tmp, final)
         _fsync_dir(self.dir)
-        write_json_atomic(self.dir / "CURRENT", {"snapshot": name, "seq": seq})
+        write_json_atomic(self.dir / "CURRENT", {"snapshot": name, "seq": seq, "epoch": epoch})
         return name
 
     def read_snapshot(
@@ -321,12 +331,14 @@ class NamespaceDir:
     def log_path(self, first_seq: int) -> Path:
         return self.dir / f"log-{first_seq:016d}.bin"
 
-    def remove_stale(self, keep: str, seq: int) -> None:
-        """Snapshots other than ``keep`` (the one CURRENT names, holding everything up to ``seq``),
-        unfinished ones, and logs wholly covered by it (called after CURRENT names ``keep`` and
-        the log after it exists). A snapshot a reader has pinned (see ``pinned_current``) stays,
-        with every log it needs; a later checkpoint removes them once the pin is released."""
-        keep_after = seq  # logs holding only records <= keep_after go
+    def remove_stale(self, keep: str, logs_after: int) -> None:
+        """Snapshots other than ``keep`` (the one CURRENT names), unfinished ones, and the logs
+        holding only records <= ``logs_after`` (called after CURRENT names ``keep`` and the log
+        after it exists; the writer passes the previous snapshot's sequence number, so a reader
+        less than a checkpoint behind can still follow the logs across it). A snapshot a reader
+        has pinned (see ``pinned_current``) stays, with every log it needs; a later checkpoint
+        removes them once the pin is released."""
+        keep_after = logs_after
         for p in self.dir.iterdir():
             if p.name.endswith(".tmp"):
                 shutil.rmtree(p, ignore_errors=True)
@@ -340,17 +352,17 @@ class NamespaceDir:
                 p.unlink(missing_ok=True)
 
     @contextmanager
-    def pinned_current(self) -> Iterator[tuple[str | None, int]]:
-        """(snapshot, seq) that CURRENT names, pinned for the duration of the block: the writer's
+    def pinned_current(self) -> Iterator[tuple[str | None, int, int]]:
+        """(snapshot, seq, epoch) that CURRENT names, pinned for the duration of the block: the writer's
         checkpoint removes neither it nor a log it needs until the block ends, so a reader never
         sees a file vanish under its read. The pin is a shared flock on the snapshot's
         directory, taken before CURRENT is read again to check it still names that snapshot;
         the writer removes a stale snapshot only holding the exclusive lock on it. Readers need
-        no write access. A store with no snapshot yet has nothing to pin (None, 0)."""
+        no write access. A store with no snapshot yet has nothing to pin (None, 0, 0)."""
         for _ in range(1000):  # each try is a few system calls; only a checkpoint landing in
-            name, seq = self.current()  # between them makes one fail
+            name, seq, epoch = self.current_state()  # between them makes one fail
             if name is None:
-                yield None, 0
+                yield None, 0, 0
                 return
             try:
                 fd = os.open(self.dir / name, os.O_RDONLY | os.O_DIRECTORY)
@@ -360,7 +372,7 @@ class NamespaceDir:
                 fcntl.flock(fd, fcntl.LOCK_SH)  # waits only while a writer is removing it
                 if self.current()[0] != name:
                     continue  # superseded meanwhile (perhaps removed): pin the new one
-                yield name, seq
+                yield name, seq, epoch
                 return
             finally:
                 os.close(fd)  # releases the pin
