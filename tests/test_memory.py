@@ -208,12 +208,38 @@ def test_hybrid_and_keyword_modes():
     assert all(r.relevance > -np.inf for r in kw)
     hy = mem.search("refund damaged", k=3, mode="hybrid", at_time=NOW, touch=False)
     assert hy[0].id == "m2" and hy[0].vector_rank == 1 and hy[0].keyword_rank == 1
-    assert hy[0].explain().relevance_term == pytest.approx(np.log(2 / 61))
+    assert hy[0].explain().relevance_term == pytest.approx(0.0)  # best on both sides: fused 1
     # keyword search sees new and deleted memories
     mem.add("refund refund refund", id="new", t=NOW)
     assert mem.search("refund", k=1, mode="keyword", at_time=NOW)[0].id == "new"
     mem.delete("new")
     assert mem.search("refund", k=1, mode="keyword", at_time=NOW)[0].id == "m2"
+
+
+def test_hybrid_fuses_scaled_scores_by_the_keyword_weight():
+    mem = support_memory(decay=None)
+    q = "refund damaged"
+    n = len(mem)  # every memory is a candidate on both sides (candidates=50 > n)
+    vec = mem.search(q, k=n, touch=False, at_time=NOW)
+    kw = mem.search(q, k=n, mode="keyword", touch=False, at_time=NOW)
+    bm25 = {r.id: float(np.exp(r.relevance)) for r in kw}
+    rel = {r.id: -r.distance + mem._config.depth_bias * r.depth for r in vec}
+    lo, hi = min(rel.values()), max(rel.values())
+    for w in (0.0, 0.3, 0.8, 1.0):
+        hy = mem.search(q, k=6, mode="hybrid", touch=False, at_time=NOW, keyword_weight=w)
+        want = {
+            i: w * bm25.get(i, 0.0) / max(bm25.values())
+            + (1 - w) * ((rel[i] - lo) / (hi - lo) if i in rel else 0.0)
+            for i in set(rel) | set(bm25)
+        }
+        for r in hy:  # float64 reference of the fused score, by its definition
+            assert np.exp(r.relevance) == pytest.approx(max(want[r.id], 1e-12), rel=1e-6)
+        assert [r.id for r in hy] == sorted(want, key=lambda i: (-want[i], mem._row_of[i]))[: len(hy)]
+    assert mem.search(q, mode="hybrid", touch=False)[0].id == "m2"  # the embedder's own weight
+    with pytest.raises(ValueError, match="keyword_weight"):
+        mem.search(q, mode="hybrid", keyword_weight=1.5)
+    with pytest.raises(TypeError, match="keyword_weight"):
+        mem.search(q, mode="hybrid", keyword_weight="0.5")
 
 
 def test_max_tokens_and_stats():

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["KeywordIndex", "analyze", "reciprocal_rank_fusion"]
+__all__ = ["KeywordIndex", "analyze", "relative_score_fusion"]
 
 K1, B = 1.5, 0.75
 # Scripts written without spaces between words: Han, Hiragana, Katakana, Hangul (+ compatibility).
@@ -310,10 +310,26 @@ class KeywordIndex:
         return uniq, np.bincount(where, weights=scores, minlength=uniq.shape[0])
 
 
-def reciprocal_rank_fusion(rankings: Sequence[NDArray[np.int64]], k: int = 60) -> dict[int, float]:
-    """RRF (Cormack et al. 2009): row -> sum over rankings of 1 / (k + rank), rank from 1."""
+def relative_score_fusion(
+    vector_rows: NDArray[np.int64],
+    vector_relevance: NDArray[np.float64],
+    keyword_rows: NDArray[np.int64],
+    keyword_bm25: NDArray[np.float64],
+    keyword_weight: float,
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """(rows, fused) for the union of both candidate lists: ``keyword_weight`` x BM25 / the best
+    BM25 + (1 - keyword_weight) x the vector relevance min-max scaled over its candidates, a side
+    a row is missing from counting 0; fused is in [0, 1]. Chosen over reciprocal rank fusion by
+    benchmarks/bench_hybrid.py (it keeps how far apart the scores are, not only their order)."""
     fused: dict[int, float] = {}
-    for ranking in rankings:
-        for rank, row in enumerate(ranking.tolist(), start=1):
-            fused[row] = fused.get(row, 0.0) + 1.0 / (k + rank)
-    return fused
+    if vector_rows.shape[0]:
+        lo, hi = float(vector_relevance.min()), float(vector_relevance.max())
+        scaled = (vector_relevance - lo) / (hi - lo) if hi > lo else np.ones_like(vector_relevance)
+        for row, v in zip(vector_rows.tolist(), ((1.0 - keyword_weight) * scaled).tolist()):
+            fused[row] = v
+    if keyword_rows.shape[0]:
+        best = float(keyword_bm25.max())
+        for row, v in zip(keyword_rows.tolist(), (keyword_weight * keyword_bm25 / best).tolist()):
+            fused[row] = fused.get(row, 0.0) + v
+    rows = np.fromiter(fused.keys(), np.int64, len(fused))
+    return rows, np.fromiter(fused.values(), np.float64, len(fused))

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _time
-from .._validation import as_positive_int
+from .._validation import as_positive_int, as_unit_interval
 from ..columns import _ReadWriteLock
 from ..decay import DecayPolicy
 from ..embed import embed_checked
@@ -385,6 +385,7 @@ class Memory(MemoryViews, MemoryJournal):
         session: str | None = None,
         ef: int | None = None,
         candidates: int = 50,
+        keyword_weight: float | None = None,
         decay: DecayPolicy | None = _UNSET,
         time_coef: float = _UNSET,
         depth_bias: float = _UNSET,
@@ -393,9 +394,12 @@ class Memory(MemoryViews, MemoryJournal):
         """The top ``k`` memories for ``query`` (or a ``vector`` in the ball) at ``at_time``.
 
         score = -distance + depth_bias * depth + time_coef * log(time_weight) (mode "vector",
-        ranked inside the index). mode "keyword": log BM25 + time term; "hybrid": reciprocal
-        rank fusion of the ``candidates`` best by the fused vector score and by log BM25 + time
-        term, then + time term (so a recent memory is not cut before the fusion).
+        ranked inside the index). mode "keyword": log BM25 + time term; "hybrid": relative score
+        fusion of the ``candidates`` best by the fused vector score and by log BM25 + time term
+        (so a recent memory is not cut before the fusion): ``keyword_weight`` x BM25 scaled by
+        the best + the rest x vector relevance min-max scaled, then log of it + time term.
+        ``keyword_weight`` defaults to the embedder's ``hybrid_keyword_weight`` (measured per
+        embedder, benchmarks/bench_hybrid.py; 0.5 for an embedder without one).
         ``filters``: a dict over the columns and metadata (MongoDB operators, pushed into the
         index) or a callable on Result (applied after ranking; more are fetched until k pass).
         ``window``: only memories with t >= at_time - window. ``session``: only that session's
@@ -425,6 +429,9 @@ class Memory(MemoryViews, MemoryJournal):
             raise TypeError(f"session must be a str, got {type(session).__name__}")
         if not isinstance(touch, bool):
             raise TypeError(f"touch must be True or False, got {type(touch).__name__}")
+        if keyword_weight is None:
+            keyword_weight = getattr(self._config.embedder, "hybrid_keyword_weight", 0.5)
+        keyword_weight = as_unit_interval(keyword_weight, "keyword_weight")
         overrides = {
             name: value
             for name, value in (("decay", decay), ("time_coef", time_coef), ("depth_bias", depth_bias),
@@ -434,6 +441,7 @@ class Memory(MemoryViews, MemoryJournal):
         request = SearchRequest(
             query=query, vector=vector, k=k, at_us=_time.as_time_scalar(at_time, "at_time"),
             filters=filters, window=window, session=session, mode=mode, ef=ef, candidates=candidates,
+            keyword_weight=keyword_weight,
             config=self._config.for_query(overrides),
         )  # fmt: skip
         if request.vector is None and query is not None:

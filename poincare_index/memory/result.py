@@ -17,7 +17,7 @@ class Explanation:
     mode "vector": ``score = distance_term + depth_term + time_term`` with distance_term =
     -distance, depth_term = depth_bias * depth, time_term = time_coef * log(time_weight).
     mode "keyword"/"hybrid": ``score = relevance_term + time_term``, relevance_term = log of the
-    BM25 score (keyword) or of the reciprocal-rank-fusion score (hybrid).
+    BM25 score (keyword) or of the fused score in [0, 1] (hybrid, relative score fusion).
     """
 
     mode: str

@@ -13,13 +13,17 @@ from numpy.typing import NDArray
 
 from .._time import micros_to_datetime
 from .._validation import as_positive_int
-from .keyword import reciprocal_rank_fusion
+from .keyword import relative_score_fusion
 from .result import Result
 
 if TYPE_CHECKING:
     from .memory import Memory
 
 __all__ = ["SearchRequest", "run_search"]
+
+# log of the fused score of a candidate scoring 0 on both sides (the vector side's last, no
+# keyword match): last, but finite.
+_FUSED_FLOOR = 1e-12
 
 
 @dataclass
@@ -34,6 +38,7 @@ class SearchRequest:
     mode: str
     ef: int | None
     candidates: int
+    keyword_weight: float  # hybrid: the keyword side's share of the fused score
     config: Any  # the store's Config with this call's time settings (Config.for_query)
 
 
@@ -113,8 +118,9 @@ def _vector(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Resu
 
 
 def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Result]:
-    """keyword: log BM25 + time term over every matching memory; hybrid: RRF of the best
-    ``candidates`` by the fused vector score and by log BM25 + time term, + time term."""
+    """keyword: log BM25 + time term over every matching memory; hybrid: relative score fusion
+    (keyword.relative_score_fusion) of the best ``candidates`` by the fused vector score and by
+    log BM25 + time term, then log of the fused score + time term."""
     cfg = req.config
     assert req.query is not None
     # Deleted rows score 0 (tombstones in the keyword index), so a positive score is a live row.
@@ -147,11 +153,14 @@ def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Res
         if cfg.decay is not None and cfg.time_coef and matches.shape[0]:
             keyword_key = relevance_of_match + cfg.time_coef * mem._log_weights(matches, req.at_us, cfg)
         keyword_top = matches[_top_order(keyword_key, matches, depth)]
-        fused = reciprocal_rank_fusion([vec_rank, keyword_top])
-        rows = np.fromiter(fused.keys(), np.int64, len(fused))
-        relevance = np.log(np.fromiter(fused.values(), np.float64, len(fused)))
-        vector_rank_of = {int(row): i + 1 for i, row in enumerate(vec_rank.tolist())}
         keep = r.ids[0] >= 0
+        # The vector side's relevance is its score without the time term (added once, below).
+        vector_relevance = cfg.depth_bias * r.depths[0][keep] - r.distances[0][keep]
+        rows, fused = relative_score_fusion(
+            vec_rank, vector_relevance, keyword_top, bm25[keyword_top], req.keyword_weight
+        )
+        relevance = np.log(np.maximum(fused, _FUSED_FLOOR))
+        vector_rank_of = {int(row): i + 1 for i, row in enumerate(vec_rank.tolist())}
         pairs = zip(r.distances[0][keep].tolist(), r.depths[0][keep].tolist())
         vector_terms = dict(zip(vec_rank.tolist(), pairs))
     if rows.shape[0] == 0:
