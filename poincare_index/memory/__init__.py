@@ -1,9 +1,11 @@
 """The agent-memory layer: :class:`Memory` (text in, time-aware recall out) on a PoincareIndex.
 
-Files: memory.py (the Memory class), search.py (vector / keyword / hybrid ranking), rows.py
-(input checks), log.py + store.py (persistence: append-only log and snapshots), opening.py
-(configuration), keyword.py (BM25 + rank fusion), session.py, retention.py (Retention, Parquet archives),
-tokens.py (token counting), result.py (Result, MemoryStats), aio.py (AsyncMemory).
+Files: memory.py (the Memory class), state.py (what each operation does to the state, and
+compaction), search.py (vector / keyword / hybrid ranking), rows.py (input checks), log.py +
+store.py + journal.py (persistence: append-only log, snapshots, replay, readers following the
+writer), opening.py (configuration), keyword.py (incremental BM25 + score fusion), session.py,
+retention.py (Retention, Parquet archives), usage.py (lasting stats counters), views.py (results
+and tables), tokens.py (token counting), result.py (Result, MemoryStats), aio.py (AsyncMemory).
 """
 
 from __future__ import annotations

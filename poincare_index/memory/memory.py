@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
@@ -26,8 +25,9 @@ from .log import LogWriter
 from .opening import Config, open_config
 from .result import MemoryStats, Result
 from .retention import Retention, run_retention, write_parquet_durably
-from .rows import Batch, make_batch, metadata_columns, times_as_datetime64
+from .rows import make_batch
 from .search import SearchRequest, run_search
+from .state import MemoryState
 from .store import NamespaceDir, StoreLockedError
 from .tokens import approx_token_count
 from .usage import UsageCounter, load_usage, save_usage
@@ -39,7 +39,7 @@ _UNSET: Any = object()
 _MODES = ("vector", "hybrid", "keyword")
 
 
-class Memory(MemoryViews, MemoryJournal):
+class Memory(MemoryViews, MemoryJournal, MemoryState):
     """A store of memories (text, time, validity window, access count, metadata) with fused search.
 
     ``Memory(decay=HalfLife(hours=24 * 14))`` keeps everything in this process;
@@ -625,121 +625,6 @@ class Memory(MemoryViews, MemoryJournal):
         if row is None:
             raise KeyError(f"no memory with id {id!r}")
         return row
-
-    def _apply_add(
-        self, batch: Batch, vecs: Any, access: Sequence[int] | None = None, progress: bool = False
-    ) -> list[int]:
-        first = len(self._mids)
-        rows = list(range(first, first + len(batch)))
-        self._index.add_with_ids(
-            vecs, np.asarray(rows, dtype=np.int64), t=batch.t.astype("datetime64[us]"),
-            valid_from=times_as_datetime64(batch.valid_from, _time.OPEN_START),
-            valid_until=times_as_datetime64(batch.valid_until, _time.OPEN_END),
-            metadata=metadata_columns(batch.metadata), progress=progress,
-        )  # fmt: skip
-        self._mids.extend(batch.ids)
-        self._texts.extend(batch.texts)
-        for row, mid in zip(rows, batch.ids):
-            self._row_of[mid] = row
-        if access is not None:
-            self._index._columns.set_access(np.asarray(rows, dtype=np.int64), np.asarray(access))
-        self._keyword.add(rows, batch.texts)
-        self._version += 1
-        return rows
-
-    def _apply_delete(self, rows: list[int], forget_id: bool = True) -> None:
-        self._index.remove_ids(np.asarray(rows, dtype=np.int64))
-        for row in rows:
-            mid = self._mids[row]
-            if forget_id and mid is not None and self._row_of.get(mid) == row:
-                del self._row_of[mid]
-            self._mids[row] = None
-            self._texts[row] = None
-        self._keyword.remove(rows)
-        self._version += 1
-
-    def _row_metadata(self, row: int, batch: Batch) -> pa.Table | None:
-        return self._index._columns.metadata_with_row(row, metadata_columns(batch.metadata))
-
-    def _apply_set(self, row: int, batch: Batch, metadata: pa.Table | None) -> None:
-        self._index._columns.set_row(
-            row, int(batch.t[0]), int(batch.valid_from[0]), int(batch.valid_until[0]), metadata
-        )
-        self._version += 1
-
-    def _apply_invalidate(self, row: int, until_us: int) -> None:
-        self._index._columns._valid_until[row] = until_us
-
-    def _apply_touch(self, rows: list[int]) -> None:
-        self._index._columns.add_access(np.asarray(rows, dtype=np.int64))
-        self._touches += 1
-
-    def _touch(self, results: list[Result]) -> list[Result]:
-        rows = [self._row_of[r.id] for r in results]
-        with self._log_lock:
-            self._log_locked({"op": "touch", "rows": rows})
-            self._apply_touch(rows)
-            access = self._index._columns.access_counts(np.asarray(rows, dtype=np.int64))
-            return [self._with_count(r, int(c)) for r, c in zip(results, access)]
-
-    def _maybe_compact(self) -> None:
-        """When more than half of a large store's rows are deleted memories, rebuild the index
-        from the live rows (deleted rows keep their slots in the graph otherwise). A persistent
-        store writes the compacted snapshot first and switches to it only once that succeeded,
-        so the log after it always speaks of the rows on disk."""
-        rows = len(self._mids)
-        if rows < self._compact_min_rows or len(self._row_of) * 2 >= rows:  # O(1) per write
-            return
-        live = [r for r, m in enumerate(self._mids) if m is not None]
-        index, mids, texts = self._compacted(live)
-        if self._ns is not None:
-            with self._log_lock:
-                try:
-                    self._write_snapshot_and_rotate(index, mids, texts, renumbered=True)
-                except Exception as exc:
-                    warnings.warn(
-                        f"memory store {self._ns.dir}: compaction skipped, its snapshot failed ({exc})",
-                        RuntimeWarning,
-                        stacklevel=3,
-                    )
-                    return
-        self._index, self._mids, self._texts = index, mids, texts
-        self._row_of = {m: r for r, m in enumerate(mids) if m is not None}
-        self._keyword.close()
-        self._keyword = KeywordIndex()  # rows renumbered: rebuilt on the next keyword search
-        self._version += 1
-
-    def _compacted(self, live: list[int]) -> tuple[PoincareIndex, list[str | None], list[str | None]]:
-        cols = self._index._columns
-        idx = np.asarray(live, dtype=np.int64)
-        fresh = PoincareIndex(
-            self._config.embedder.dim, M=self._config.M, ef_construction=self._config.ef_construction,
-            seed=0, num_threads=self._index.num_threads,
-        )  # fmt: skip
-        fresh.ef_search = self._index.ef_search
-        fresh.filter_scan_fraction = self._index.filter_scan_fraction
-        fresh.reuse_slots = self._index.reuse_slots
-        if live:
-            vecs = np.stack([self._index.reconstruct(r) for r in live])
-            meta = cols.metadata.take(pa.array(idx)) if cols.metadata is not None else None
-            fresh.add_with_ids(
-                vecs, np.arange(len(live), dtype=np.int64), t=cols._t[idx].astype("datetime64[us]"),
-                valid_from=times_as_datetime64(cols._valid_from[idx], _time.OPEN_START),
-                valid_until=times_as_datetime64(cols._valid_until[idx], _time.OPEN_END),
-                metadata=meta,
-            )  # fmt: skip
-            fresh._columns.set_access(np.arange(len(live), dtype=np.int64), cols.access_counts(idx))
-        return fresh, [self._mids[r] for r in live], [self._texts[r] for r in live]
-
-    def _tune_index(self, ef_search: int) -> None:
-        self._index.ef_search = ef_search
-        # Text embeddings sit at one depth, where a walk with a sparse mask (a window, a session)
-        # is slow: on 100k changelog items an exact scan of the allowed rows was faster up to a
-        # quarter of the rows (benchmarks/BENCHMARKS.md, "Memory"); hierarchies cross at 5 %.
-        self._index.filter_scan_fraction = 0.25
-        # A memory's row is its index id and its slot (the log names rows): removed memories
-        # leave the graph, and compaction, not slot reuse, bounds the rows.
-        self._index.reuse_slots = False
 
 
 def _fit_budget(results: list[Result], budget: int, counter: Callable[[str], int]) -> list[Result]:
