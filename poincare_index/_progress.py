@@ -12,8 +12,9 @@ class _Silent:
 
 
 @contextmanager
-def progress_bar(enabled: Any, total: int, what: str) -> Iterator[Any]:
-    """A tqdm bar over ``total`` units when ``enabled`` (a bool), else one that does nothing."""
+def progress_bar(enabled: Any, total: int | None, what: str, unit: str = "pt") -> Iterator[Any]:
+    """A tqdm bar over ``total`` units (None: counted, no total) when ``enabled`` (a bool),
+    else one that does nothing."""
     if not isinstance(enabled, bool):
         raise TypeError(f"progress must be True or False, got {type(enabled).__name__}")
     if not enabled:
@@ -21,7 +22,7 @@ def progress_bar(enabled: Any, total: int, what: str) -> Iterator[Any]:
         return
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=total, desc=what, unit="pt", unit_scale=True, leave=False)
+    bar = tqdm(total=total, desc=what, unit=unit, unit_scale=True, leave=False)
     try:
         yield bar
     finally:

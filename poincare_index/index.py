@@ -295,11 +295,12 @@ class _IndexBase:
         write_index(self, path)
 
     @classmethod
-    def load(cls: type[_T], path: PathLike, num_threads: int | None = None) -> _T:
-        """Load an index saved by :meth:`save`; IndexFormatError if it is not a valid one of this kind."""
+    def load(cls: type[_T], path: PathLike, num_threads: int | None = None, progress: bool = False) -> _T:
+        """Load an index saved by :meth:`save`; IndexFormatError if it is not a valid one of this
+        kind. ``progress``: a progress bar (tqdm) over the data files."""
         from .io import read_index
 
-        index = read_index(path, num_threads=num_threads)
+        index = read_index(path, num_threads=num_threads, progress=progress)
         if not isinstance(index, cls):
             from ._core import IndexFormatError
 

@@ -32,6 +32,7 @@ from numpy.typing import NDArray
 from . import _core
 from ._checked import checked_dict, checked_float, checked_int, checked_str
 from ._core import IndexFormatError
+from ._progress import progress_bar
 from .columns import ColumnStore, file_crc32
 from .index import PoincareFlatIndex, PoincareIndex, _IndexBase, _threads
 
@@ -179,8 +180,9 @@ def _read_columns(root: Path, manifest: dict[str, Any], slot_ids: NDArray[np.int
     return ColumnStore.read(path, slot_ids)
 
 
-def read_index(path: PathLike, num_threads: int | None = None) -> _IndexBase:
-    """Load a PoincareIndex or PoincareFlatIndex saved with :func:`write_index`.
+def read_index(path: PathLike, num_threads: int | None = None, progress: bool = False) -> _IndexBase:
+    """Load a PoincareIndex or PoincareFlatIndex saved with :func:`write_index` (``progress``:
+    a bar over the bytes of its data files as each is loaded and checked).
 
     Raises FileNotFoundError if nothing is at ``path`` and IndexFormatError (a ValueError) if
     it is not a valid saved index: foreign, truncated, corrupted, crafted, or from another
@@ -197,10 +199,27 @@ def read_index(path: PathLike, num_threads: int | None = None) -> _IndexBase:
         checked_int(manifest, "ntotal", where, 0, 2**32 - 1),
         checked_int(manifest, "slots", where, 0, 2**32 - 1),
     )
+    with progress_bar(progress, _data_bytes(root, manifest), f"load {root.name}", unit="B") as bar:
+        index = _read_parts(root, manifest, kind, expected, threads, bar)
+    return index
+
+
+def _data_bytes(root: Path, manifest: dict[str, Any]) -> int:
+    """The data files' sizes the manifest states (the progress bar's total; checked later)."""
+    files = manifest.get("files")
+    entries = files.values() if isinstance(files, dict) else ()
+    return sum(e["size"] for e in entries if isinstance(e, dict) and type(e.get("size")) is int)
+
+
+def _read_parts(
+    root: Path, manifest: dict[str, Any], kind: str, expected: tuple[Any, ...], threads: int, bar: Any
+) -> _IndexBase:
+    where = f"{root}/{MANIFEST}"
     vectors = _data_file(root, manifest, "vectors")
     if kind == "flat":
         core = _core.FlatIndexCore.load(vectors, threads)
         index: _IndexBase = PoincareFlatIndex._from_core(core)
+        bar.update(Path(vectors).stat().st_size)
     else:
         params = checked_dict(manifest, "params", where)
         graph_params = (
@@ -211,10 +230,12 @@ def read_index(path: PathLike, num_threads: int | None = None) -> _IndexBase:
         ef_search = checked_int(params, "ef_search", f"{where} params", 1, 2**31 - 1)
         graph = _data_file(root, manifest, "graph")
         core = _core.HnswIndexCore.load(vectors, graph, threads)
+        bar.update(Path(vectors).stat().st_size + Path(graph).stat().st_size)
         if (core.M, core.ef_construction, core.seed) != graph_params:
             raise IndexFormatError(f"{root}: graph parameters disagree with the manifest")
         index = PoincareIndex._from_core(core, _ef_search=ef_search)
     if (core.dim, core.curvature, core.ntotal, core.slots) != expected:
         raise IndexFormatError(f"{root}: data files disagree with the manifest (dim, curvature or size)")
     index._columns = _read_columns(root, manifest, core.slot_ids())
+    bar.update(Path(_data_file(root, manifest, "columns")).stat().st_size)
     return index

@@ -319,6 +319,30 @@ def test_progress_bar_is_opt_in_and_validated(capsys):
         index.add(x[:1], progress="yes")
 
 
+def test_loads_stores_and_compactions_show_progress_when_asked(tmp_path, capsys):
+    from poincare_memory import Memory
+
+    index = pi.PoincareIndex(4, num_threads=1)
+    index.add(np.random.default_rng(1).uniform(-0.2, 0.2, size=(60, 4)).astype(np.float32))
+    index.save(tmp_path / "idx")
+    capsys.readouterr()
+    pi.PoincareIndex.load(tmp_path / "idx")
+    assert capsys.readouterr().err == ""  # off by default
+    pi.PoincareIndex.load(tmp_path / "idx", progress=True)
+    assert "load idx" in capsys.readouterr().err
+    mem = Memory(path=tmp_path / "store", compact_min_rows=10)
+    mem.add_many([f"note {i}" for i in range(20)], [f"n{i}" for i in range(20)])
+    mem.close()
+    capsys.readouterr()
+    mem = Memory(path=tmp_path / "store", progress=True, compact_min_rows=10)
+    assert "load index" in capsys.readouterr().err  # the snapshot's index
+    mem.delete(filters={"id": {"$in": [f"n{i}" for i in range(12)]}})  # most rows: compaction
+    assert "add" in capsys.readouterr().err and len(mem.index.columns) == 8
+    mem.close()
+    with pytest.raises(TypeError, match="progress"):
+        Memory(progress=1)
+
+
 def test_single_row_adds_defer_the_full_repair_to_every_n_over_64_rows():
     # Boundary-heavy points and small lists (where pruning orphans nodes most), then one row at
     # a time as a chat loop adds: the full walk runs only every n/64 rows (in between, a node

@@ -12,6 +12,7 @@ from numpy.typing import NDArray
 from .. import _time
 from .._checked import checked_int, checked_list, checked_str
 from .._core import IndexFormatError
+from .._progress import progress_bar
 from .codec import value_from_json, value_to_json
 from .log import LogWriter, iter_records
 from .rows import Batch, make_batch
@@ -45,6 +46,7 @@ class MemoryJournal:
     _version: int
     _closed: bool
     _usage: Any
+    _progress: bool
 
     def _checkpoint_locked(self) -> None:
         """Snapshot at the current sequence number, then a fresh log, then the old files go.
@@ -215,16 +217,19 @@ class MemoryJournal:
             if snapshot is not None:
                 self._snapshot_read = snapshot
                 self._index, self._mids, self._texts = self._ns.read_snapshot(
-                    snapshot, snap_seq, self._index.num_threads
+                    snapshot, snap_seq, self._index.num_threads, progress=self._progress
                 )
                 self._tune_index(ef_search)
                 self._row_of = {m: r for r, m in enumerate(self._mids) if m is not None}
             self._seq, self._snapshot_seq, self._epoch = snap_seq, snap_seq, epoch
             self._seen = self._ns.signature()  # taken before the logs are read: never newer
-            for seq, header, blob in iter_records(self._ns.log_paths(after=snap_seq), snap_seq):
-                self._replay(seq, header, blob)
-                self._seq = seq
-                self._since_checkpoint += 1
+            records = iter_records(self._ns.log_paths(after=snap_seq), snap_seq)
+            with progress_bar(self._progress, None, "replay log", unit="op") as bar:
+                for seq, header, blob in records:
+                    self._replay(seq, header, blob)
+                    self._seq = seq
+                    self._since_checkpoint += 1
+                    bar.update(1)
         self._snapshot = snapshot
 
     def _replay(self, seq: int, header: dict[str, Any], blob: bytes) -> None:

@@ -80,7 +80,11 @@ class Memory(MemoryViews, MemoryJournal, MemoryState):
         checkpoint_every: int = 20_000,
         compact_min_rows: int = 4096,
         retention: Retention | None = None,
+        progress: bool = False,
     ) -> None:
+        if not isinstance(progress, bool):
+            raise TypeError(f"progress must be True or False, got {type(progress).__name__}")
+        self._progress = progress  # bars (tqdm) for opening a store and for compactions
         if token_counter is not None and not callable(token_counter):
             raise TypeError("token_counter must be a callable str -> int")
         if path is None and read_only:

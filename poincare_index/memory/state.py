@@ -35,6 +35,7 @@ class MemoryState:
     _touches: int
     _log_lock: Any
     _compact_min_rows: int
+    _progress: bool
 
     def _apply_add(
         self, batch: Batch, vecs: Any, access: Sequence[int] | None = None, progress: bool = False
@@ -136,7 +137,7 @@ class MemoryState:
                 vecs, np.arange(len(live), dtype=np.int64), t=cols._t[idx].astype("datetime64[us]"),
                 valid_from=times_as_datetime64(cols._valid_from[idx], _time.OPEN_START),
                 valid_until=times_as_datetime64(cols._valid_until[idx], _time.OPEN_END),
-                metadata=meta,
+                metadata=meta, progress=self._progress,
             )  # fmt: skip
             fresh._columns.set_access(np.arange(len(live), dtype=np.int64), cols.access_counts(idx))
         return fresh, [self._mids[r] for r in live], [self._texts[r] for r in live]

@@ -247,7 +247,7 @@ class NamespaceDir:
         return name
 
     def read_snapshot(
-        self, name: str, seq: int, num_threads: int | None
+        self, name: str, seq: int, num_threads: int | None, progress: bool = False
     ) -> tuple[PoincareIndex, list[str | None], list[str | None]]:
         """The snapshot ``name`` that CURRENT names at ``seq``, every part checked: the manifest's
         fields, the rows file in full (Arrow validation, schema, one live memory per id), and
@@ -274,7 +274,7 @@ class NamespaceDir:
                 f"{rows.num_rows} rows of {rows.schema}"
             )
         mids, texts = rows.column("id").to_pylist(), rows.column("text").to_pylist()
-        index = read_index(snap / "index", num_threads=num_threads)
+        index = read_index(snap / "index", num_threads=num_threads, progress=progress)
         if not isinstance(index, PoincareIndex) or len(index.columns) != n_rows:
             raise IndexFormatError(f"{snap}: the index and the rows file disagree (corrupted snapshot)")
         meta = index._columns.metadata
