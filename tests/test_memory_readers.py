@@ -163,14 +163,14 @@ def test_a_reader_pins_its_snapshot_so_checkpoints_during_its_read_remove_nothin
     read_snapshot = NamespaceDir.read_snapshot
     seen = []
 
-    def read_while_the_writer_checkpoints(self, name, seq, num_threads):
+    def read_while_the_writer_checkpoints(self, name, seq, num_threads, progress=False):
         if not seen:  # on the first read: two checkpoints land in the middle of it
             for n in range(2):
                 writer.add(f"written during the read {n}", id=f"during{n}")
                 writer.checkpoint()
             seen.append(name)
             assert (self.dir / name).is_dir()  # pinned: the checkpoints left it in place
-        return read_snapshot(self, name, seq, num_threads)
+        return read_snapshot(self, name, seq, num_threads, progress)
 
     monkeypatch.setattr(NamespaceDir, "read_snapshot", read_while_the_writer_checkpoints)
     reader = Memory(path=tmp_path, read_only=True)  # the old code retried, then gave up
