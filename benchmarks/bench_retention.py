@@ -1,14 +1,15 @@
 """Retention on a large Memory while it serves searches: how long is a search ever held up?
 
-A Memory of ``--n`` memories (generated notes spread over a year, the default hashing embedder,
-HalfLife(30 days), in memory) gets a Retention policy whose max_age makes ``--fraction`` of them
-too old; one thread searches without pause (vector mode, k=10, touch=False, a query from the
-held-out notes each time) while the main thread runs ``apply_retention()``, which archives the
-old memories to one Parquet file and deletes them. Reported: the run's duration, what it
-archived and deleted, and the searches' latency before and during the run (p50, p99, max); the
-longest search during the run is the longest stall a search saw.
+A Memory of ``--n`` memories (generated notes spread over a year, the hashing embedder at
+``--dim`` dimensions, HalfLife(30 days), in memory) gets a Retention policy whose max_age makes
+``--fraction`` of them too old; one thread searches without pause (vector mode, k=10,
+touch=False, a query from the held-out notes each time) while the main thread runs
+``apply_retention()``, which archives the old memories to one Parquet file and deletes them.
+Reported: the run's duration, what it archived and deleted, and the searches' latency before,
+during and after the run (p50, p99, max); the longest search during the run is the longest stall
+a search saw.
 
-    python benchmarks/bench_retention.py [--n 1000000] [--fraction 0.1] [--out results/retention.json]
+    python benchmarks/bench_retention.py [--n 1000000] [--fraction 0.1] [--dim 256] [--out ...]
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ sys.path.insert(0, HERE)
 
 from text_data import generated_items  # noqa: E402
 
+from poincare_index.embed import HashingEmbedder  # noqa: E402
 from poincare_memory import HalfLife, Memory, Retention  # noqa: E402
 
 
@@ -39,6 +41,7 @@ from poincare_memory import HalfLife, Memory, Retention  # noqa: E402
 class Results:
     n: int
     fraction: float
+    dim: int
     machine: str
     build_s: float = 0.0
     run_s: float = 0.0
@@ -63,13 +66,15 @@ def main() -> int:
     ap.add_argument("--fraction", type=float, default=0.1)
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--baseline-s", type=float, default=10.0, help="searches timed before the run")
+    ap.add_argument("--dim", type=int, default=256, help="the hashing embedder's dimension (default 256)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "retention.json"))
     args = ap.parse_args()
-    res = Results(args.n, args.fraction, f"{platform.machine()} {platform.processor()} {os.cpu_count()} cpus")
+    machine = f"{platform.machine()} {platform.processor()} {os.cpu_count()} cpus"
+    res = Results(args.n, args.fraction, args.dim, machine)
     items = generated_items(args.n + args.queries, args.seed, None)
     texts, times = items.texts[: args.n], items.t[: args.n]
-    mem = Memory(decay=HalfLife(hours=24 * 30))
+    mem = Memory(decay=HalfLife(hours=24 * 30), embedder=HashingEmbedder(dim=args.dim))
     t0 = time.perf_counter()
     step = 20_000
     for s in range(0, args.n, step):

@@ -9,6 +9,8 @@ from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from poincare_index.memory.keyword import KeywordIndex, analyze
 from poincare_memory import Memory, Retention
@@ -193,3 +195,20 @@ def test_a_merge_is_started_when_the_delta_grows_and_results_stay_right():
     assert mem._keyword.pending() < 60  # merged at least once on the way
     assert len(mem.search("saffron", k=100, mode="keyword", touch=False)) == 60
     mem.close()
+
+
+@given(
+    st.lists(st.integers(-3, 3), min_size=1, max_size=60),
+    st.integers(1, 70),
+)
+@settings(max_examples=200, deadline=None)
+def test_top_order_equals_a_full_sort_with_ties_by_row(values, k):
+    from poincare_index.memory.search import _ranks_among, _top_order
+
+    score = np.asarray(values, dtype=np.float64)  # few distinct values: many ties
+    rows = np.arange(score.shape[0], dtype=np.int64) * 3 + 1
+    full = np.lexsort((rows, -score))[:k]
+    np.testing.assert_array_equal(_top_order(score, rows, k), full)
+    top = rows[full].tolist()
+    ranks = _ranks_among(score, rows, top + [0])
+    assert ranks[:-1] == list(range(1, len(top) + 1)) and ranks[-1] is None

@@ -1,16 +1,17 @@
 """Keyword ranking of a Memory: BM25 (bm25s) over a main segment plus a small delta segment, so
 a write never rebuilds the index; the delta is merged into a new main in the background.
 
-Why this shape (figures in benchmarks/BENCHMARKS.md, "Keyword index"): the memory's keyword and
-hybrid modes put the time term on *every* keyword match before cutting, so they need the BM25
-score of all matching rows at once. bm25s gives that as one dense numpy array (a sparse column
-sum); tantivy answers top-n fast but returns each hit through Python (16 ms for 20,000 matches at
-100,000 memories) and its commit, which a search after a write needs, cost 7-9 ms here.
+Why this shape (benchmarks/bench_keyword_engines.py; BENCHMARKS.md, "Keyword engines"): the
+memory's keyword and hybrid modes put the time term on *every* keyword match before cutting, so
+they need the BM25 score of all matching rows at once. bm25s gives that as one dense numpy array
+(a sparse column sum); tantivy answers a top-10 fast but returns each hit through Python, and a
+search right after a write needs a tantivy commit first.
 
 * main: a bm25s index (Lucene BM25, k1 = 1.5, b = 0.75) over the rows live when it was built.
 * delta: the rows added since, scored with the main's statistics (N, document frequency, mean
   length), so a memory scores the same in either segment; a term the main never saw takes its
-  document frequency from the delta. The delta is a per-term list of (row, term frequency).
+  document frequency from the delta. The delta keeps, per term, its rows with their term
+  frequencies and lengths (as numpy arrays once queried).
 * deletes are tombstones (a row is never reused: the Memory's rows only grow, and compaction
   resets this index), so a deleted memory never scores; the main keeps it in its statistics
   until the next merge, as a Lucene segment does until it is merged.
