@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import zlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -45,6 +46,7 @@ class _ReadWriteLock:
         self._readers = 0
         self._writer: int | None = None  # the writing thread's ident
         self._writers_waiting = 0
+        self._readers_waiting = 0
         self._local = threading.local()
 
     @contextmanager
@@ -53,8 +55,13 @@ class _ReadWriteLock:
         depth = getattr(self._local, "depth", 0)
         with self._cond:
             if depth == 0 and self._writer != me:
-                while self._writer is not None or self._writers_waiting:
-                    self._cond.wait()
+                self._readers_waiting += 1
+                try:
+                    while self._writer is not None or self._writers_waiting:
+                        self._cond.wait()
+                finally:
+                    self._readers_waiting -= 1
+                    self._cond.notify_all()  # a writer in let_readers_in() waits for this
             self._readers += 1
         self._local.depth = depth + 1
         try:
@@ -87,6 +94,18 @@ class _ReadWriteLock:
             with self._cond:
                 self._writer = None
                 self._cond.notify_all()
+
+    def let_readers_in(self, timeout: float = 0.05) -> None:
+        """Between two writes of one long job (a retention run's chunks): waits, up to ``timeout``
+        seconds, until the readers waiting now have entered. Without it the writing thread takes
+        the lock again before a woken reader runs, and searches wait for the whole job."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._readers_waiting and self._writer is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._cond.wait(left)
 
 
 def metadata_table(metadata: Any, n: int) -> pa.Table | None:

@@ -220,3 +220,35 @@ def test_access_counts_saturate_instead_of_wrapping():
         cols.add_access(np.array([2]))
     with pytest.raises(ValueError, match=r"\[0, 2\*\*32 - 1\]"):
         cols.set_access(np.array([0]), np.array([-1]))
+
+
+def test_a_long_job_of_writes_lets_waiting_readers_in_between_them():
+    import threading
+    import time
+
+    from poincare_index.columns import _ReadWriteLock
+
+    lock = _ReadWriteLock()
+    order = []
+    reader_waiting = threading.Event()
+
+    def reader():
+        reader_waiting.set()
+        with lock.reading():
+            order.append("read")
+
+    with lock.writing():
+        order.append("write 1")
+        t = threading.Thread(target=reader)
+        t.start()
+        reader_waiting.wait(5)
+        deadline = time.monotonic() + 5
+        while lock._readers_waiting == 0 and time.monotonic() < deadline:
+            time.sleep(0.001)  # until the reader blocks on the lock
+    lock.let_readers_in(timeout=5)  # returns once the waiting reader has entered
+    assert order[:2] == ["write 1", "read"]
+    with lock.writing():
+        order.append("write 2")
+    t.join(5)
+    assert order == ["write 1", "read", "write 2"]
+    lock.let_readers_in(timeout=5)  # nobody waiting: returns at once

@@ -351,7 +351,7 @@ class Memory(MemoryViews, MemoryJournal, MemoryState):
             t = self._index._columns._t
             rows = [r for r in rows if t[r] < cutoff]
             if archive is not None and rows:
-                write_parquet_durably(self._table(rows), Path(archive))
+                write_parquet_durably(self._table_in_chunks(rows), Path(archive))
             return self._delete_rows(rows)
 
     def apply_retention(self, at_time: Any = None) -> int:

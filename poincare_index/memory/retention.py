@@ -122,7 +122,7 @@ def run_retention(mem: Any, max_age: timedelta, archive_dir: Any, at_us: int) ->
         archive = None
         if archive_dir is not None:
             stamps = t[rows]
-            archive = (mem._table(rows.tolist()), int(stamps.min()), int(stamps.max()))
+            archive = (mem._table_in_chunks(rows.tolist()), int(stamps.min()), int(stamps.max()))
     if archive is not None:
         table, first_us, last_us = archive
         write_parquet_durably(table, archive_path(archive_dir, first_us, last_us))
@@ -136,4 +136,5 @@ def run_retention(mem: Any, max_age: timedelta, archive_dir: Any, at_us: int) ->
                 if mem._mids[r] is not None and t_now[r] < cutoff
             ]
             deleted += mem._delete_rows(chunk)
+        mem._lock.let_readers_in()  # searches waiting for this chunk run before the next one
     return deleted
