@@ -14,12 +14,10 @@ store, so the later loops also see background merges of the keyword delta.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -28,6 +26,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from bench_common import machine, percentiles_ms, write_results  # noqa: E402
 from text_data import memory_items  # noqa: E402
 
 from poincare_index.memory.keyword import KeywordIndex  # noqa: E402
@@ -47,11 +46,6 @@ class Results:
     modes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-def pct(samples: list[float]) -> dict[str, float]:
-    a = np.asarray(samples) * 1e3
-    return {"p50": float(np.percentile(a, 50)), "p99": float(np.percentile(a, 99)), "max": float(a.max())}
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=100_000)
@@ -65,8 +59,7 @@ def main() -> int:
     texts, times = items.texts[: args.n], items.t[: args.n]
     turn_texts = items.texts[args.n : args.n + n_turn_texts]
     queries = items.texts[args.n + n_turn_texts :]
-    machine = f"{platform.machine()} {platform.processor()} {os.cpu_count()} cpus"
-    res = Results(args.n, args.turns, desc, machine)
+    res = Results(args.n, args.turns, desc, machine())
     mem = Memory(decay=HalfLife(hours=24 * 30), path=args.path, num_threads=1)
     t0 = time.perf_counter()
     vecs = mem.embedder.embed(texts)
@@ -104,10 +97,10 @@ def main() -> int:
             loop_search.append(t2 - t1)
             turn += 1
         res.modes[mode] = {
-            "search_no_write_ms": pct(quiet),
-            "loop_search_ms": pct(loop_search),
-            "loop_add_ms": pct(loop_add),
-            "loop_turn_ms": pct([a + b for a, b in zip(loop_add, loop_search)]),
+            "search_no_write_ms": percentiles_ms(quiet),
+            "loop_search_ms": percentiles_ms(loop_search),
+            "loop_add_ms": percentiles_ms(loop_add),
+            "loop_turn_ms": percentiles_ms([a + b for a, b in zip(loop_add, loop_search)]),
             "loop_vs_no_write_p50": float(np.median(loop_search) / np.median(quiet)),
             "keyword_delta_rows_before_after": [merges_before[1], mem._keyword.pending()],
         }
@@ -126,9 +119,7 @@ def main() -> int:
         flush=True,
     )
     mem.close()
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(asdict(res), f, indent=2)
+    write_results(args.out, res)
     return 0
 
 

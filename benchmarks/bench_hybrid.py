@@ -24,13 +24,12 @@ The library's own three modes (``Memory.search(mode=...)``) are measured on the 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -38,6 +37,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from bench_common import write_results  # noqa: E402
 from text_data import debian_changelog_items  # noqa: E402
 
 from poincare_memory import Memory  # noqa: E402
@@ -203,9 +203,7 @@ def main() -> int:
     for e, c in per_embedder.items():
         dev_m, test_m = c["dev_margin"], c["test_margin"]
         print(f"  {e}: {c['rule']} chosen on dev (margin {dev_m:+.3f}); on test {test_m:+.3f}")
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(asdict(res), f, indent=2)
+    write_results(args.out, res)
     return 0
 
 

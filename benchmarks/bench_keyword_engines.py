@@ -14,11 +14,10 @@ tantivy``); without it only ours is measured.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,6 +25,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from bench_common import percentiles_ms, write_results  # noqa: E402
 from text_data import memory_items  # noqa: E402
 
 from poincare_index.memory.keyword import KeywordIndex, analyze  # noqa: E402
@@ -36,11 +36,6 @@ class Results:
     n: int
     turns: int
     engines: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-
-def pct(samples: list[float]) -> dict[str, float]:
-    a = np.asarray(samples) * 1e3
-    return {"p50_ms": float(np.percentile(a, 50)), "p99_ms": float(np.percentile(a, 99))}
 
 
 class Ours:
@@ -148,21 +143,19 @@ def main() -> int:
             alls.append(t3 - t2)
         res.engines[name] = {
             "build_s": build_s,
-            "add_visible": pct(adds),
-            "top10": pct(tops),
-            "all_matches": pct(alls),
+            "add_visible": percentiles_ms(adds),
+            "top10": percentiles_ms(tops),
+            "all_matches": percentiles_ms(alls),
             "mean_matches": float(np.mean(matches)),
         }
         e = res.engines[name]
         print(
-            f"{name}: build {build_s:.1f} s; add until searchable p50 {e['add_visible']['p50_ms']:.2f} ms; "
-            f"top-10 p50 {e['top10']['p50_ms']:.2f} ms; all {e['mean_matches']:,.0f} matches with rows "
-            f"p50 {e['all_matches']['p50_ms']:.2f} ms",
+            f"{name}: build {build_s:.1f} s; add until searchable p50 {e['add_visible']['p50']:.2f} ms; "
+            f"top-10 p50 {e['top10']['p50']:.2f} ms; all {e['mean_matches']:,.0f} matches with rows "
+            f"p50 {e['all_matches']['p50']:.2f} ms",
             flush=True,
         )
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(asdict(res), f, indent=2)
+    write_results(args.out, res)
     return 0
 
 

@@ -17,12 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -30,6 +29,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from bench_common import machine, percentiles_ms, write_results  # noqa: E402
 from text_data import generated_items  # noqa: E402
 
 from poincare_memory import Memory  # noqa: E402
@@ -72,9 +72,8 @@ def main() -> int:
     ap.add_argument("--checkpoint-every", type=int, default=20_000)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "readers.json"))
     args = ap.parse_args()
-    machine = f"{platform.machine()} {platform.processor()} {os.cpu_count()} cpus"
     res = Results(
-        args.n, args.writes, args.readers, args.interval_ms, args.poll_ms, args.checkpoint_every, machine
+        args.n, args.writes, args.readers, args.interval_ms, args.poll_ms, args.checkpoint_every, machine()
     )
     items = generated_items(args.n + args.writes, 0, None)
     with tempfile.TemporaryDirectory() as tmp:
@@ -110,12 +109,8 @@ def main() -> int:
             outs.append(json.loads(out.strip().splitlines()[-1]))
         writer.close()
     for j, seen in enumerate(outs):
-        lat = (np.asarray(seen) - np.asarray(acked)) * 1e3
-        res.visibility_ms[f"reader {j + 1}"] = {
-            "p50": float(np.percentile(lat, 50)),
-            "p99": float(np.percentile(lat, 99)),
-            "max": float(lat.max()),
-        }
+        lat = (np.asarray(seen) - np.asarray(acked)).tolist()
+        res.visibility_ms[f"reader {j + 1}"] = percentiles_ms(lat)
         v = res.visibility_ms[f"reader {j + 1}"]
         print(
             f"reader {j + 1}: visible after p50 {v['p50']:.2f} ms, p99 {v['p99']:.2f} ms, "
@@ -125,9 +120,7 @@ def main() -> int:
         f"({args.writes} writes, one per {args.interval_ms} ms, on {args.n:,} memories; "
         f"{checkpoints} checkpoints)"
     )
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(asdict(res), f, indent=2)
+    write_results(args.out, res)
     return 0
 
 

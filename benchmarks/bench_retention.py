@@ -15,14 +15,12 @@ a search saw.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -31,6 +29,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from bench_common import machine, percentiles_ms, write_results  # noqa: E402
 from text_data import generated_items  # noqa: E402
 
 from poincare_index.embed import HashingEmbedder  # noqa: E402
@@ -50,16 +49,6 @@ class Results:
     searches: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-def pct(samples: list[float]) -> dict[str, Any]:
-    a = np.asarray(samples) * 1e3
-    return {
-        "count": int(a.size),
-        "p50_ms": float(np.percentile(a, 50)),
-        "p99_ms": float(np.percentile(a, 99)),
-        "max_ms": float(a.max()),
-    }
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1_000_000)
@@ -70,8 +59,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "retention.json"))
     args = ap.parse_args()
-    machine = f"{platform.machine()} {platform.processor()} {os.cpu_count()} cpus"
-    res = Results(args.n, args.fraction, args.dim, machine)
+    res = Results(args.n, args.fraction, args.dim, machine())
     items = generated_items(args.n + args.queries, args.seed, None)
     texts, times = items.texts[: args.n], items.t[: args.n]
     mem = Memory(decay=HalfLife(hours=24 * 30), embedder=HashingEmbedder(dim=args.dim))
@@ -118,18 +106,16 @@ def main() -> int:
         time.sleep(min(args.baseline_s, 5.0))
     stop.set()
     searcher.join()
-    res.searches = {name: pct(v) for name, v in samples.items() if v}
+    res.searches = {name: {"count": len(v), **percentiles_ms(v)} for name, v in samples.items() if v}
     print(
         f"retention: {res.deleted:,} memories archived ({res.archive_bytes / 1e6:.1f} MB) and deleted "
         f"in {res.run_s:.2f} s",
         flush=True,
     )
     for name, s in res.searches.items():
-        print(f"  searches {name:6s}: {s['count']:6d}, p50 {s['p50_ms']:.2f} ms, p99 {s['p99_ms']:.2f} ms, "
-              f"max {s['max_ms']:.1f} ms")  # fmt: skip
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(asdict(res), f, indent=2)
+        print(f"  searches {name:6s}: {s['count']:6d}, p50 {s['p50']:.2f} ms, p99 {s['p99']:.2f} ms, "
+              f"max {s['max']:.1f} ms")  # fmt: skip
+    write_results(args.out, res)
     return 0
 
 

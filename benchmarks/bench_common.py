@@ -1,0 +1,29 @@
+"""What the step-7 benchmarks share: the machine's description, latency percentiles and the
+results file (a dataclass written as JSON)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+
+def machine() -> str:
+    return f"{platform.machine()} {platform.processor()} {os.cpu_count()} cpus"
+
+
+def percentiles_ms(samples: list[float]) -> dict[str, float]:
+    """p50, p99 and max of durations in seconds, in milliseconds."""
+    a = np.asarray(samples) * 1e3
+    return {"p50": float(np.percentile(a, 50)), "p99": float(np.percentile(a, 99)), "max": float(a.max())}
+
+
+def write_results(path: str, results: Any) -> None:
+    """``results`` (a dataclass instance) as indented JSON at ``path``, its directory created."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(asdict(results), f, indent=2)
