@@ -420,3 +420,25 @@ def test_memory_refuses_a_saved_index_or_a_file_as_its_store(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(FileExistsError, match="is a file"):
         Memory(path=tmp_path / "file")
+
+
+def test_reading_a_log_from_where_the_last_read_ended_gives_the_records_appended_since(tmp_path):
+    import numpy as np
+
+    from poincare_index.memory.log import LogWriter, read_log
+
+    path = tmp_path / "log-0000000000000001.bin"
+    writer = LogWriter(path)
+    for seq in range(1, 4):
+        writer.append(seq, {"op": "touch", "rows": [seq]}, None)
+    first, end = read_log(path)
+    writer.append(4, {"op": "add", "n": 1}, np.ones((1, 3), dtype=np.float32))
+    writer.append(5, {"op": "touch", "rows": [5]}, None)
+    later, end2 = read_log(path, end)
+    full, full_end = read_log(path)
+    assert [r[0] for r in first] == [1, 2, 3] and [r[0] for r in later] == [4, 5]
+    assert later == full[3:] and end2 == full_end
+    with open(path, "ab") as f:
+        f.write(b"\x07" * 5)  # a torn tail: not read, the valid prefix stays
+    assert read_log(path, end2) == ([], end2)
+    writer.close()

@@ -41,6 +41,7 @@ class MemoryJournal:
     _snapshot: str | None
     _snapshot_read: str | None
     _snapshot_seq: int
+    _log_offsets: dict[str, int]
     _epoch: int
     _seen: Any
     _version: int
@@ -187,7 +188,12 @@ class MemoryJournal:
         ``crossing``: following the logs past a checkpoint, where a missing log only means we
         are too far behind (never damage: the reload that follows checks the store)."""
         try:
-            for seq, header, blob in iter_records(self._ns.log_paths(after=self._seq), self._seq):
+            paths = self._ns.log_paths(after=self._seq)
+            # Only what was appended since the last look is read (per log, from its last end).
+            self._log_offsets = {
+                p.name: self._log_offsets[p.name] for p in paths if p.name in self._log_offsets
+            }
+            for seq, header, blob in iter_records(paths, self._seq, self._log_offsets):
                 self._replay(seq, header, blob)
                 self._seq = seq
         except (FileNotFoundError, IndexFormatError):
@@ -206,6 +212,7 @@ class MemoryJournal:
         )
         self._seq, self._snapshot, self._config = fresh._seq, fresh._snapshot, fresh._config
         self._snapshot_seq, self._epoch = fresh._snapshot_seq, fresh._epoch
+        self._log_offsets = fresh._log_offsets
         self._keyword.close()
         self._keyword = fresh._keyword
         fresh._closed = True
@@ -223,7 +230,8 @@ class MemoryJournal:
                 self._row_of = {m: r for r, m in enumerate(self._mids) if m is not None}
             self._seq, self._snapshot_seq, self._epoch = snap_seq, snap_seq, epoch
             self._seen = self._ns.signature()  # taken before the logs are read: never newer
-            records = iter_records(self._ns.log_paths(after=snap_seq), snap_seq)
+            self._log_offsets = {}
+            records = iter_records(self._ns.log_paths(after=snap_seq), snap_seq, self._log_offsets)
             with progress_bar(self._progress, None, "replay log", unit="op") as bar:
                 for seq, header, blob in records:
                     self._replay(seq, header, blob)

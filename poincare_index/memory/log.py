@@ -48,34 +48,42 @@ def _encode(seq: int, header: dict[str, Any], vectors: NDArray[np.float32] | Non
     return _RECORD.pack(len(body), seq, head_crc, zlib.crc32(body)) + body
 
 
-def read_log(path: Path) -> tuple[list[tuple[int, dict[str, Any], bytes]], int]:
-    """(records as (seq, header, vector bytes), length of the valid prefix in bytes)."""
-    data = path.read_bytes()
-    if len(data) < _FILE_HEADER.size:
-        return [], 0  # created but never written (crash right after creation)
-    magic, version = _FILE_HEADER.unpack_from(data, 0)
+def read_log(path: Path, start: int = 0) -> tuple[list[tuple[int, dict[str, Any], bytes]], int]:
+    """(records as (seq, header, vector bytes), length of the valid prefix in bytes). ``start``:
+    the byte where a record begins (the valid prefix a previous read returned), to read only
+    what was appended since: a reader tailing a growing log reads each record once."""
+    with open(path, "rb") as f:
+        head = f.read(_FILE_HEADER.size)
+        if len(head) < _FILE_HEADER.size:
+            return [], 0  # created but never written (crash right after creation)
+        base = max(start, _FILE_HEADER.size)
+        f.seek(base)
+        data = f.read()  # the bytes from ``base`` on; positions below are absolute
+    magic, version = _FILE_HEADER.unpack_from(head, 0)
     if magic != LOG_MAGIC:
         raise IndexFormatError(f"{path}: not a poincare_memory log (bad magic bytes)")
     if version != LOG_VERSION:
         raise IndexFormatError(
             f"{path}: log format version {version} is not supported (this build reads {LOG_VERSION})"
         )
-    pos = _FILE_HEADER.size
+    size = base + len(data)
+    pos = base
     out: list[tuple[int, dict[str, Any], bytes]] = []
-    while pos < len(data):
-        if pos + _RECORD.size > len(data):
+    while pos < size:
+        at = pos - base
+        if pos + _RECORD.size > size:
             break  # torn tail: not even a whole record header
-        length, seq, head_crc, body_crc = _RECORD.unpack_from(data, pos)
+        length, seq, head_crc, body_crc = _RECORD.unpack_from(data, at)
         if zlib.crc32(_HEAD.pack(length, seq)) != head_crc:
-            if not any(data[pos:]):
+            if not any(data[at:]):
                 break  # a zero-filled tail (file extended, data never written): torn
             raise IndexFormatError(f"{path}: record header at byte {pos} fails its checksum (corrupted log)")
         end = pos + _RECORD.size + length
-        if end > len(data):
+        if end > size:
             break  # torn tail: the header is sound, the payload was cut short
-        body = data[pos + _RECORD.size : end]
+        body = data[at + _RECORD.size : end - base]
         if zlib.crc32(body) != body_crc:
-            if end < len(data):
+            if end < size:
                 raise IndexFormatError(f"{path}: record at byte {pos} fails its checksum (corrupted log)")
             break  # the last record, torn
         try:
@@ -135,15 +143,20 @@ class LogWriter:
             self._fd = -1
 
 
-def iter_records(paths: list[Path], after: int) -> Iterator[tuple[int, dict[str, Any], bytes]]:
+def iter_records(
+    paths: list[Path], after: int, offsets: dict[str, int] | None = None
+) -> Iterator[tuple[int, dict[str, Any], bytes]]:
     """The records with sequence numbers above ``after``, in order, from the given logs.
 
     Sequence numbers go up by one per acknowledged operation (a failed append is cut off and
     its number reused), so past ``after`` each record must be the next number: a gap or a step
-    back means records were lost or spliced in, and is an IndexFormatError."""
+    back means records were lost or spliced in, and is an IndexFormatError. ``offsets`` (by log
+    file name): where to start reading a log already read (read_log's ``start``); updated with
+    where each log's valid records end once they have all been yielded."""
     last = after
     for path in paths:
-        for seq, header, blob in read_log(path)[0]:
+        records, end = read_log(path, offsets.get(path.name, 0) if offsets is not None else 0)
+        for seq, header, blob in records:
             if seq <= after:
                 continue  # already in the snapshot (a log the checkpoint had not yet removed)
             if seq != last + 1:
@@ -154,3 +167,5 @@ def iter_records(paths: list[Path], after: int) -> Iterator[tuple[int, dict[str,
                 raise IndexFormatError(f"{path}: record {seq} has a header that is not an object")
             last = seq
             yield seq, header, blob
+        if offsets is not None:
+            offsets[path.name] = end

@@ -149,6 +149,7 @@ class Memory(MemoryViews, MemoryJournal, MemoryState):
         self._snapshot: str | None = None  # the snapshot the state was loaded from
         self._snapshot_seq = 0  # its sequence number (the writer's: the last one it wrote)
         self._epoch = 0  # compactions since the store began (store.NamespaceDir.current_state)
+        self._log_offsets: dict[str, int] = {}  # a reader's position in each log it tails
         self._seen: Any = None  # the store's signature when the state was last brought up to date
 
     # ---- configuration --------------------------------------------------------------------
