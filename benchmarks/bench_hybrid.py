@@ -38,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from bench_common import write_results  # noqa: E402
-from text_data import debian_changelog_items  # noqa: E402
+from text_data import labelled_changelog_split  # noqa: E402
 
 from poincare_memory import Memory  # noqa: E402
 
@@ -57,17 +57,9 @@ class Results:
 
 
 def labelled_set(n: int, n_queries: int, seed: int) -> tuple[list[str], list[str], list[str], list[str]]:
-    items = debian_changelog_items()
-    if not items.texts:
+    items, corpus_idx, q_idx = labelled_changelog_split(n, n_queries, seed)
+    if not corpus_idx.size:
         raise SystemExit("no Debian changelogs under /usr/share/doc: this benchmark needs them")
-    counts = Counter(items.labels)
-    rng = np.random.default_rng(seed)
-    eligible = [i for i, lab in enumerate(items.labels) if counts[lab] >= 20]
-    corpus_idx = rng.choice(eligible, min(n, len(eligible)), replace=False)
-    in_corpus = Counter(items.labels[i] for i in corpus_idx)
-    chosen = set(corpus_idx.tolist())
-    pool = [i for i in eligible if i not in chosen and in_corpus[items.labels[i]] >= 10]
-    q_idx = rng.choice(pool, min(n_queries, len(pool)), replace=False)
     return (
         [items.texts[i] for i in corpus_idx],
         [items.labels[i] for i in corpus_idx],

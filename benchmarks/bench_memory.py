@@ -39,7 +39,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from text_data import debian_changelog_items, memory_items  # noqa: E402
+from text_data import labelled_changelog_split, memory_items  # noqa: E402
 
 import poincare_index as pi  # noqa: E402
 from poincare_memory import HalfLife, Memory, approx_token_count  # noqa: E402
@@ -215,18 +215,11 @@ def part_tokens(mem: Memory, qvecs, at, res: Results) -> None:
 
 
 def part_quality(args: argparse.Namespace, res: Results) -> None:
-    items = debian_changelog_items()
-    if not items.texts:
+    items, corpus_idx, q_idx = labelled_changelog_split(args.quality_n, args.quality_queries, args.seed)
+    if not corpus_idx.size:
         print("quality: no Debian changelogs on this machine; skipped")
         return
-    counts = Counter(items.labels)
-    rng = np.random.default_rng(args.seed)
-    eligible = [i for i, lab in enumerate(items.labels) if counts[lab] >= 20]
-    corpus_idx = rng.choice(eligible, min(args.quality_n, len(eligible)), replace=False)
     in_corpus = Counter(items.labels[i] for i in corpus_idx)
-    chosen = set(corpus_idx.tolist())
-    pool = [i for i in eligible if i not in chosen and in_corpus[items.labels[i]] >= 10]
-    q_idx = rng.choice(pool, min(args.quality_queries, len(pool)), replace=False)
     corpus_labels = [items.labels[i] for i in corpus_idx]
     texts = [items.texts[i] for i in corpus_idx]
     random_p = float(np.mean([in_corpus[items.labels[i]] / len(corpus_idx) for i in q_idx]))

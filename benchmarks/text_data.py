@@ -12,11 +12,13 @@ from __future__ import annotations
 import glob
 import gzip
 import re
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from email.utils import parsedate_to_datetime
 
 import numpy as np
+from numpy.typing import NDArray
 
 _HEADER = re.compile(r"^(\S+) \(([^)]*)\)")
 _TRAILER = re.compile(r"^ -- .*?>  (.+)$")
@@ -134,3 +136,23 @@ def memory_items(n: int, seed: int = 0) -> tuple[Items, str]:
         gen = generated_items(extra, seed, end)
         real = Items(real.texts + gen.texts, real.t + gen.t, real.labels + gen.labels)
     return real, f"{n - max(extra, 0):,} Debian changelog items + {max(extra, 0):,} generated notes"
+
+
+def labelled_changelog_split(
+    n: int, n_queries: int, seed: int
+) -> tuple[Items, NDArray[np.int64], NDArray[np.int64]]:
+    """(all changelog items, corpus indices, held-out query indices): a seeded sample of ``n``
+    items of the packages with >= 20 items, and queries from the rest whose package has >= 10
+    items in the corpus (the label is the package). Empty when the machine has no changelogs."""
+    items = debian_changelog_items()
+    counts = Counter(items.labels)
+    rng = np.random.default_rng(seed)
+    eligible = [i for i, lab in enumerate(items.labels) if counts[lab] >= 20]
+    corpus_idx = (
+        rng.choice(eligible, min(n, len(eligible)), replace=False) if eligible else np.zeros(0, np.int64)
+    )
+    in_corpus = Counter(items.labels[i] for i in corpus_idx)
+    chosen = set(corpus_idx.tolist())
+    pool = [i for i in eligible if i not in chosen and in_corpus[items.labels[i]] >= 10]
+    q_idx = rng.choice(pool, min(n_queries, len(pool)), replace=False) if pool else np.zeros(0, np.int64)
+    return items, corpus_idx, q_idx
