@@ -148,12 +148,12 @@ def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Res
             at_time=micros_to_datetime(req.at_us), future_weight=cfg.future_weight,
             future_tolerance=cfg.future_tolerance,
         )  # fmt: skip
-        vec_rank = r.ids[0][r.ids[0] >= 0]
+        keep = r.ids[0] >= 0  # padding (fewer eligible than asked) is id -1
+        vec_rank = r.ids[0][keep]
         keyword_key = relevance_of_match
         if cfg.decay is not None and cfg.time_coef and matches.shape[0]:
             keyword_key = relevance_of_match + cfg.time_coef * mem._log_weights(matches, req.at_us, cfg)
         keyword_top = matches[_top_order(keyword_key, matches, depth)]
-        keep = r.ids[0] >= 0
         # The vector side's relevance is its score without the time term (added once, below).
         vector_relevance = cfg.depth_bias * r.depths[0][keep] - r.distances[0][keep]
         rows, fused = relative_score_fusion(
