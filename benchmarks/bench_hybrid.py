@@ -14,7 +14,10 @@ keyword side's BM25 matches, then scores each fusion rule on the same lists:
 * ``rrf(k)``: reciprocal rank fusion, sum of 1 / (k + rank);
 * ``wrrf(w)``: RRF with the keyword list weighted w and the vector list 1 - w;
 * ``minmax(a)``: a * BM25 / max BM25 + (1 - a) * (s - min s) / (max s - min s) of the vector
-  score s over the candidates (relative score fusion); absent from a side: 0 for that side.
+  score s over the candidates (relative score fusion); absent from a side: 0 for that side;
+* ``union(a)``: the same over the union of both lists, every candidate scored on both sides
+  (its BM25, 0 when no query word matches it; its exact vector relevance when it is past the
+  vector side's cut), min-max and max taken over the union: what ``Memory`` does.
 
 The library's own three modes (``Memory.search(mode=...)``) are measured on the test half too.
 
@@ -68,8 +71,22 @@ def labelled_set(n: int, n_queries: int, seed: int) -> tuple[list[str], list[str
     )
 
 
-def rrf(k: float, w_kw: float = 0.5) -> Callable[..., np.ndarray]:
-    def fuse(vec_rows, vec_scores, kw_rows, kw_scores):
+@dataclass
+class Lists:
+    """One query's candidates: each side's list (rows, score) and their union scored on both."""
+
+    vec_rows: np.ndarray
+    vec_scores: np.ndarray
+    kw_rows: np.ndarray
+    kw_scores: np.ndarray
+    union_rows: np.ndarray
+    union_vector: np.ndarray  # vector relevance (-distance + depth_bias * depth) of union_rows
+    union_bm25: np.ndarray
+
+
+def rrf(k: float, w_kw: float = 0.5) -> Callable[[Lists], np.ndarray]:
+    def fuse(c: Lists) -> np.ndarray:
+        vec_rows, kw_rows = c.vec_rows, c.kw_rows
         out: dict[int, float] = {}
         for rank, r in enumerate(vec_rows.tolist(), 1):
             out[r] = out.get(r, 0.0) + 2 * (1 - w_kw) / (k + rank)
@@ -80,8 +97,9 @@ def rrf(k: float, w_kw: float = 0.5) -> Callable[..., np.ndarray]:
     return fuse
 
 
-def minmax(a: float) -> Callable[..., np.ndarray]:
-    def fuse(vec_rows, vec_scores, kw_rows, kw_scores):
+def minmax(a: float) -> Callable[[Lists], np.ndarray]:
+    def fuse(c: Lists) -> np.ndarray:
+        vec_rows, vec_scores, kw_rows, kw_scores = c.vec_rows, c.vec_scores, c.kw_rows, c.kw_scores
         out: dict[int, float] = {}
         if vec_rows.size:
             lo, hi = float(vec_scores.min()), float(vec_scores.max())
@@ -93,6 +111,18 @@ def minmax(a: float) -> Callable[..., np.ndarray]:
             for r, s in zip(kw_rows.tolist(), (kw_scores / top).tolist()):
                 out[r] = out.get(r, 0.0) + a * s
         return _top(out)
+
+    return fuse
+
+
+def union(a: float) -> Callable[[Lists], np.ndarray]:
+    def fuse(c: Lists) -> np.ndarray:
+        lo, hi = float(c.union_vector.min()), float(c.union_vector.max())
+        vec = (c.union_vector - lo) / (hi - lo) if hi > lo else np.ones_like(c.union_vector)
+        best = float(c.union_bm25.max())
+        kw = c.union_bm25 / best if best > 0 else c.union_bm25
+        fused = a * kw + (1 - a) * vec
+        return c.union_rows[np.argsort(-fused, kind="stable")[:K]]
 
     return fuse
 
@@ -126,6 +156,8 @@ def main() -> int:
         rules[f"wrrf({w})"] = rrf(60, w)
     for a in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
         rules[f"minmax({a})"] = minmax(a)
+    for a in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
+        rules[f"union({a})"] = union(a)
     embedders: list[tuple[str, Any]] = [("hashing (default)", None)]
     if args.minilm:
         from poincare_index.embed import MiniLMEmbedder
@@ -149,10 +181,16 @@ def main() -> int:
             matches = np.flatnonzero(bm25 > 0)
             kw_rows = matches[np.argsort(-bm25[matches], kind="stable")][: args.candidates]
             kw_scores = bm25[kw_rows]
+            union_rows = np.union1d(vec_rows, kw_rows)
+            dist, depth = mem._exact_terms(union_rows.tolist(), qvecs[i])
+            c = Lists(
+                vec_rows, vec_scores, kw_rows, kw_scores,
+                union_rows, mem._config.depth_bias * depth - dist, bm25[union_rows],
+            )  # fmt: skip
             per_rule["vector"].append(recall(vec_rows[:K], lab, labels, n_relevant[lab]))
             per_rule["keyword"].append(recall(kw_rows[:K], lab, labels, n_relevant[lab]))
             for rule, fuse in rules.items():
-                found = fuse(vec_rows, vec_scores, kw_rows, kw_scores)
+                found = fuse(c)
                 per_rule[rule].append(recall(found, lab, labels, n_relevant[lab]))
             if i >= half:
                 for mode in library:
@@ -174,7 +212,7 @@ def main() -> int:
         print("  test, Memory.search: " + "  ".join(f"{k} {v:.3f}" for k, v in lib.items()), flush=True)
 
     # The rule chosen on dev: the best worst-case margin over max(keyword, vector), all embedders;
-    # and per embedder, the minmax weight with the best dev margin (what Memory uses per embedder).
+    # and per embedder, the union weight with the best dev margin (what Memory uses per embedder).
     def margin(e: str, split: str, rule: str) -> float:
         row = res.recall_at_10[e][split]
         return row[rule] - max(row["vector"], row["keyword"])
@@ -183,7 +221,7 @@ def main() -> int:
     best = max(margins, key=margins.get)  # type: ignore[arg-type]
     per_embedder = {}
     for e in res.recall_at_10:
-        mm = [r for r in rules if r.startswith("minmax")]
+        mm = [r for r in rules if r.startswith("union")]
         pick = max(mm, key=lambda r: margin(e, "dev", r))
         per_embedder[e] = {
             "rule": pick,

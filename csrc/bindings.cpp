@@ -213,6 +213,19 @@ void bind_common(py::class_<Core>& cls) {
              self.reconstruct(id, out.mutable_data());
              return out;
            })
+      .def("reconstruct_batch",
+           [](const Core& self, const IdArray& ids) {
+             const std::size_t n = length_of(ids);
+             py::array_t<float> out(
+                 {static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(self.dim())});
+             const std::int64_t* p = ids.data();
+             float* po = out.mutable_data();
+             {
+               py::gil_scoped_release nogil;
+               self.reconstruct_batch(p, n, po);
+             }
+             return out;
+           })
       .def("contains", &Core::contains)
       .def("save", &Core::save, py::call_guard<py::gil_scoped_release>());
 }

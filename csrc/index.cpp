@@ -181,6 +181,21 @@ void IndexCore::reconstruct(std::int64_t id, float* out) const {
   std::copy(v, v + storage_.dim(), out);
 }
 
+void IndexCore::reconstruct_batch(const std::int64_t* ids, std::size_t n, float* out) const {
+  std::shared_lock<std::shared_mutex> g(rw_);  // one lock: the rows of one moment
+  thread_local std::vector<std::int64_t> slots;
+  slots.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    slots[i] = storage_.find(ids[i]);
+    if (slots[i] < 0) throw KeyNotFound("id " + std::to_string(ids[i]) + " is not in the index");
+  }
+  const std::size_t dim = storage_.dim();
+  for (std::size_t i = 0; i < n; ++i) {
+    const float* v = storage_.vector(static_cast<std::size_t>(slots[i]));
+    std::copy(v, v + dim, out + i * dim);
+  }
+}
+
 bool IndexCore::contains(std::int64_t id) const {
   std::shared_lock<std::shared_mutex> g(rw_);
   return storage_.find(id) >= 0;

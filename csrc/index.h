@@ -83,6 +83,9 @@ class IndexCore {
   std::size_t remove(const std::int64_t* ids, std::size_t n);
   // Copies the stored vector of `id` to out; KeyNotFound if unknown.
   void reconstruct(std::int64_t id, float* out) const;
+  // Copies the stored vectors of `n` ids to out (n x dim), all or none: KeyNotFound names the
+  // first unknown id before anything is written.
+  void reconstruct_batch(const std::int64_t* ids, std::size_t n, float* out) const;
   bool contains(std::int64_t id) const;
 
   // Writes the vectors file (and the graph file for HNSW) under a shared lock.

@@ -287,6 +287,11 @@ class _IndexBase:
         """The stored float32 vector of ``id``; KeyError if the id is not in the index."""
         return self._core.reconstruct(as_id(id))
 
+    def reconstruct_batch(self, ids: ArrayLike) -> NDArray[np.float32]:
+        """The stored float32 vectors of ``ids``, (len(ids), dim), read at one moment; KeyError
+        naming the first id that is not in the index (nothing is returned then)."""
+        return self._core.reconstruct_batch(as_ids(ids))
+
     # ---- files --------------------------------------------------------------------------
     def save(self, path: PathLike) -> None:
         """Save to a directory (created if needed), atomically: see :func:`write_index`."""

@@ -242,6 +242,41 @@ def test_hybrid_fuses_scaled_scores_by_the_keyword_weight():
         mem.search(q, mode="hybrid", keyword_weight="0.5")
 
 
+def test_hybrid_scores_every_candidate_on_both_sides():
+    # Lists shorter than the store: a keyword match past the vector side's cut carries its real
+    # vector relevance (and a vector candidate its BM25), not 0 for the side it missed.
+    rng = np.random.default_rng(7)
+    words = ["refund", "parcel", "damaged", "invoice", "courier", "late", "box", "label", "charge"]
+    mem = Memory(decay=None)
+    for i in range(60):
+        mem.add(" ".join(rng.choice(words, size=4)), id=f"d{i}", t=NOW)
+    q, c, w = "refund damaged courier", 4, 0.6
+    n = len(mem)
+    vec = mem.search(q, k=n, touch=False, at_time=NOW, ef=256)
+    kw = mem.search(q, k=n, mode="keyword", touch=False, at_time=NOW)
+    bm25 = {r.id: float(np.exp(r.relevance)) for r in kw}
+    rel = {r.id: -r.distance + mem._config.depth_bias * r.depth for r in vec}
+    union = {r.id for r in vec[:c]} | {r.id for r in kw[:c]}
+    assert len(union) > c  # the two lists differ, so some candidate misses a side
+    lo, hi = min(rel[i] for i in union), max(rel[i] for i in union)
+    top = max(bm25.get(i, 0.0) for i in union)
+    want = {i: w * bm25.get(i, 0.0) / top + (1 - w) * (rel[i] - lo) / (hi - lo) for i in union}
+    # k = candidates: each side's list is ``candidates`` long, the best k of the union come back
+    hy = mem.search(q, k=c, mode="hybrid", touch=False, at_time=NOW, keyword_weight=w, candidates=c)
+    for r in hy:  # float64 reference of the fused score, by its definition
+        assert np.exp(r.relevance) == pytest.approx(max(want[r.id], 1e-12), rel=1e-6, abs=1e-9)
+    assert [r.id for r in hy] == sorted(want, key=lambda i: (-want[i], mem._row_of[i]))[:c]
+    # ranks on each side: among all keyword matches (BM25, ties by row), among the vector list
+    keyword_rank = {r.id: i + 1 for i, r in enumerate(kw)}
+    wide = mem.search(q, k=3 * c, mode="hybrid", touch=False, at_time=NOW, keyword_weight=0.0, candidates=c)
+    for found in (hy, wide):
+        depth = len(found)  # each side's list is max(candidates, k) long
+        vector_rank = {r.id: i + 1 for i, r in enumerate(vec[:depth])}
+        for r in found:
+            assert r.keyword_rank == keyword_rank.get(r.id) and r.vector_rank == vector_rank.get(r.id)
+    assert any(r.keyword_rank is not None and r.keyword_rank > 3 * c for r in wide)  # counted, not listed
+
+
 def test_max_tokens_and_stats():
     mem = support_memory()
     full = mem.search("customer", k=5, at_time=NOW)

@@ -127,6 +127,17 @@ def test_reconstruct_and_remove_errors(index):
         index.reconstruct(99)
     with pytest.raises(TypeError):
         index.reconstruct("0")
+    with pytest.raises(KeyError, match="id 99 is not in the index"):
+        index.reconstruct_batch([0, 99, 1])
+    with pytest.raises(TypeError, match="integers"):
+        index.reconstruct_batch([0.5])
+    with pytest.raises(ValueError, match="1-dimensional"):
+        index.reconstruct_batch([[0]])
+    assert index.reconstruct_batch([]).shape == (0, index.dim)
+    got = index.reconstruct_batch(np.array([1, 0, 1]))
+    assert got.dtype == np.float32 and got.shape == (3, index.dim)
+    for row, i in zip(got, [1, 0, 1]):
+        np.testing.assert_array_equal(row, index.reconstruct(i))
     with pytest.raises(TypeError):
         index.remove_ids([0.5])
     assert index.remove_ids([]) == 0

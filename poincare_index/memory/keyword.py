@@ -325,25 +325,19 @@ class KeywordIndex:
 
 
 def relative_score_fusion(
-    vector_rows: NDArray[np.int64],
     vector_relevance: NDArray[np.float64],
-    keyword_rows: NDArray[np.int64],
     keyword_bm25: NDArray[np.float64],
     keyword_weight: float,
-) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-    """(rows, fused) for the union of both candidate lists: ``keyword_weight`` x BM25 / the best
-    BM25 + (1 - keyword_weight) x the vector relevance min-max scaled over its candidates, a side
-    a row is missing from counting 0; fused is in [0, 1]. Chosen over reciprocal rank fusion by
-    benchmarks/bench_hybrid.py (it keeps how far apart the scores are, not only their order)."""
-    fused: dict[int, float] = {}
-    if vector_rows.shape[0]:
-        lo, hi = float(vector_relevance.min()), float(vector_relevance.max())
-        scaled = (vector_relevance - lo) / (hi - lo) if hi > lo else np.ones_like(vector_relevance)
-        for row, v in zip(vector_rows.tolist(), ((1.0 - keyword_weight) * scaled).tolist()):
-            fused[row] = v
-    if keyword_rows.shape[0]:
-        best = float(keyword_bm25.max())
-        for row, v in zip(keyword_rows.tolist(), (keyword_weight * keyword_bm25 / best).tolist()):
-            fused[row] = fused.get(row, 0.0) + v
-    rows = np.fromiter(fused.keys(), np.int64, len(fused))
-    return rows, np.fromiter(fused.values(), np.float64, len(fused))
+) -> NDArray[np.float64]:
+    """Fused score in [0, 1] of each candidate of the union of both sides' lists, from both of
+    its scores: ``keyword_weight`` x BM25 / the best BM25 + (1 - keyword_weight) x the vector
+    relevance min-max scaled over the union. Every candidate carries its real score on both
+    sides (a BM25 of 0 when no query word matches it), not 0 for the side whose list it missed:
+    a keyword match just past the vector side's cut is not ranked as the farthest of all.
+    Chosen over reciprocal rank fusion and over scoring a missing side 0 by
+    benchmarks/bench_hybrid.py (BENCHMARKS.md "Step 7")."""
+    lo, hi = float(vector_relevance.min()), float(vector_relevance.max())
+    scaled = (vector_relevance - lo) / (hi - lo) if hi > lo else np.ones_like(vector_relevance)
+    best = float(keyword_bm25.max())
+    keyword = keyword_bm25 / best if best > 0 else np.zeros_like(keyword_bm25)
+    return keyword_weight * keyword + (1.0 - keyword_weight) * scaled

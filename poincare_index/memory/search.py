@@ -119,8 +119,9 @@ def _vector(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Resu
 
 def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Result]:
     """keyword: log BM25 + time term over every matching memory; hybrid: relative score fusion
-    (keyword.relative_score_fusion) of the best ``candidates`` by the fused vector score and by
-    log BM25 + time term, then log of the fused score + time term."""
+    (keyword.relative_score_fusion) over the union of the best ``candidates`` by the fused
+    vector score and by log BM25 + time term, each scored on both sides, then log of the fused
+    score + time term."""
     cfg = req.config
     assert req.query is not None
     # Deleted rows score 0 (tombstones in the keyword index), so a positive score is a live row.
@@ -131,6 +132,7 @@ def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Res
     matches = np.flatnonzero(allowed)
     relevance_of_match = np.log(bm25[matches])
     vector_rank_of: dict[int, int] = {}
+    keyword_top = None  # hybrid: the keyword side's list, best first
     vector_terms: dict[int, tuple[float, float]] = {}  # row -> (distance, depth) the index gave
     if req.mode == "keyword":
         rows = matches
@@ -154,22 +156,31 @@ def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Res
         if cfg.decay is not None and cfg.time_coef and matches.shape[0]:
             keyword_key = relevance_of_match + cfg.time_coef * mem._log_weights(matches, req.at_us, cfg)
         keyword_top = matches[_top_order(keyword_key, matches, depth)]
-        # The vector side's relevance is its score without the time term (added once, below).
-        vector_relevance = cfg.depth_bias * r.depths[0][keep] - r.distances[0][keep]
-        rows, fused = relative_score_fusion(
-            vec_rank, vector_relevance, keyword_top, bm25[keyword_top], req.keyword_weight
-        )
-        relevance = np.log(np.maximum(fused, _FUSED_FLOOR))
-        vector_rank_of = {int(row): i + 1 for i, row in enumerate(vec_rank.tolist())}
+        vec_rank_list = vec_rank.tolist()
+        vector_rank_of = {row: i + 1 for i, row in enumerate(vec_rank_list)}
         pairs = zip(r.distances[0][keep].tolist(), r.depths[0][keep].tolist())
-        vector_terms = dict(zip(vec_rank.tolist(), pairs))
+        vector_terms = dict(zip(vec_rank_list, pairs))
+        # The union of both lists, each row scored on both sides: the index's distance for its
+        # candidates, the exact one for keyword matches past the vector side's cut.
+        rows = np.union1d(vec_rank, keyword_top)
+        if rows.shape[0] == 0:
+            return []
+        past_cut = [row for row in rows.tolist() if row not in vector_terms]
+        if past_cut:
+            dist, depths = mem._exact_terms(past_cut, req.vector[0])
+            vector_terms.update(zip(past_cut, zip(dist.tolist(), depths.tolist())))
+        terms = np.array([vector_terms[row] for row in rows.tolist()], dtype=np.float64).reshape(-1, 2)
+        # The vector side's relevance is its score without the time term (added once, below).
+        vector_relevance = cfg.depth_bias * terms[:, 1] - terms[:, 0]
+        fused = relative_score_fusion(vector_relevance, bm25[rows], req.keyword_weight)
+        relevance = np.log(np.maximum(fused, _FUSED_FLOOR))
     if rows.shape[0] == 0:
         return []
     logw = mem._log_weights(rows, req.at_us, cfg)
     score = relevance + cfg.time_coef * logw if cfg.time_coef else relevance
     order = _top_order(score, rows, fetch)
     top = rows[order].tolist()
-    keyword_rank = _ranks_among(keyword_key, matches, top)
+    keyword_rank = _ranks_among(keyword_key, matches, top, keyword_top)
     missing = [row for row in top if row not in vector_terms]
     if missing and req.vector is not None:
         dist, depths = mem._exact_terms(missing, req.vector[0])
@@ -206,15 +217,30 @@ def _top_order(score: NDArray[np.float64], rows: NDArray[np.int64], k: int) -> N
     return order[:k]
 
 
-def _ranks_among(key: NDArray[np.float64], matches: NDArray[np.int64], top: list[int]) -> list[int | None]:
+def _ranks_among(
+    key: NDArray[np.float64],
+    matches: NDArray[np.int64],
+    top: list[int],
+    ranked: NDArray[np.int64] | None = None,
+) -> list[int | None]:
     """For each row of ``top``: its 1-based rank among ``matches`` by ``key`` (ties by row), or
-    None when it is not a match."""
+    None when it is not a match. ``ranked``: the first rows of that order, already known (the
+    hybrid's keyword list); the others are counted, all at once."""
+    out: list[int | None] = [None] * len(top)
+    known = {} if ranked is None else {row: i + 1 for i, row in enumerate(ranked.tolist())}
     pos = np.searchsorted(matches, top)  # matches are ascending rows
-    out: list[int | None] = []
-    for row, p in zip(top, pos.tolist()):
-        if p >= matches.shape[0] or matches[p] != row:
-            out.append(None)
-            continue
-        k = key[p]
-        out.append(int(np.count_nonzero(key > k) + np.count_nonzero((key == k) & (matches < row))) + 1)
+    count = []
+    for j, (row, p) in enumerate(zip(top, pos.tolist())):
+        if row in known:
+            out[j] = known[row]
+        elif p < matches.shape[0] and matches[p] == row:
+            count.append((j, p))
+    step = max(1, (1 << 22) // max(matches.shape[0], 1))  # at most ~4 M comparisons at a time
+    for c in range(0, len(count), step):
+        part = count[c : c + step]
+        where = np.array([p for _, p in part])
+        k = key[where][:, None]
+        ahead = (key > k) | ((key == k) & (matches < matches[where][:, None]))
+        for (j, _), n in zip(part, np.count_nonzero(ahead, axis=1).tolist()):
+            out[j] = int(n) + 1
     return out

@@ -137,7 +137,7 @@ class MemoryViews:
 
     def _exact_terms(self, rows: list[int], query_vec: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any]]:
         """float64 (distance to the query, depth) of rows, for keyword/hybrid results."""
-        pts = np.stack([self._index.reconstruct(r) for r in rows]).astype(np.float64)
+        pts = self._index.reconstruct_batch(rows).astype(np.float64)
         return _distance(query_vec.astype(np.float64), pts), _depth(pts)
 
     def _log_weights(self, rows: Any, at_us: int, config: Any) -> NDArray[np.float64]:
