@@ -177,8 +177,9 @@ def main() -> int:
             r = mem.index.search_scored(qvecs[i : i + 1], args.candidates, touch=False)
             keep = r.ids[0] >= 0
             vec_rows, vec_scores = r.ids[0][keep], r.scores[0][keep].astype(np.float64)
-            bm25 = mem._keyword_scores(q)
-            matches = np.flatnonzero(bm25 > 0)
+            matches, match_bm25 = mem._keyword_matches(q)
+            bm25 = np.zeros(len(texts))
+            bm25[matches] = match_bm25
             kw_rows = matches[np.argsort(-bm25[matches], kind="stable")][: args.candidates]
             kw_scores = bm25[kw_rows]
             union_rows = np.union1d(vec_rows, kw_rows)

@@ -17,6 +17,7 @@
 #include "format.h"
 #include "index.h"
 #include "metric.h"
+#include "time_ranked.h"
 
 namespace py = pybind11;
 using namespace poincare;
@@ -317,6 +318,54 @@ PYBIND11_MODULE(_core, m) {
                                                     valid_until.data()[i], access_count.data()[i]);
     return out;
   });
+  m.def("decay_log_weights_of_rows",
+        [](const DoubleArray& terms, std::int64_t at_us, double future_weight,
+           std::int64_t future_tolerance_us, const Int64Array& t, const Int64Array& valid_from,
+           const Int64Array& valid_until, UInt32Array access_count, const Int64Array& rows) {
+          const DecayProgram program(decay_terms(terms), at_us, future_weight, future_tolerance_us);
+          const std::size_t n_rows = length_of(t);
+          if (length_of(valid_from) != n_rows || length_of(valid_until) != n_rows ||
+              length_of(access_count) != n_rows)
+            throw InvalidArgument("time columns differ in length");
+          const TimeColumns columns{t.data(), valid_from.data(), valid_until.data(),
+                                    access_count.mutable_data(), n_rows};
+          const std::size_t n = length_of(rows);
+          py::array_t<double> out(static_cast<py::ssize_t>(n));
+          double* po = out.mutable_data();
+          const std::int64_t* pr = rows.data();
+          {
+            py::gil_scoped_release nogil;
+            log_weights_of_rows(program, columns, pr, n, po);
+          }
+          return out;
+        });
+  m.def("rank_with_time_term",
+        [](const DoubleArray& terms, std::int64_t at_us, double future_weight,
+           std::int64_t future_tolerance_us, const Int64Array& t, const Int64Array& valid_from,
+           const Int64Array& valid_until, UInt32Array access_count, const Int64Array& rows,
+           const DoubleArray& relevance, double time_coef, std::size_t k) {
+          const DecayProgram program(decay_terms(terms), at_us, future_weight, future_tolerance_us);
+          const std::size_t n_rows = length_of(t);
+          if (length_of(valid_from) != n_rows || length_of(valid_until) != n_rows ||
+              length_of(access_count) != n_rows)
+            throw InvalidArgument("time columns differ in length");
+          const std::size_t n = length_of(rows);
+          if (length_of(relevance) != n)
+            throw InvalidArgument("rows and relevance differ in length");
+          const TimeColumns columns{t.data(), valid_from.data(), valid_until.data(),
+                                    access_count.mutable_data(), n_rows};
+          py::array_t<double> keys(static_cast<py::ssize_t>(n));
+          py::array_t<std::int64_t> top(static_cast<py::ssize_t>(std::min(k, n)));
+          double* pk = keys.mutable_data();
+          std::int64_t* pt = top.mutable_data();
+          const std::int64_t* pr = rows.data();
+          const double* prel = relevance.data();
+          {
+            py::gil_scoped_release nogil;
+            rank_with_time_term(program, columns, pr, prel, n, time_coef, k, pk, pt);
+          }
+          return py::make_tuple(keys, top);
+        });
   m.def("l2sq_batch4_fast", [](const FloatArray& q, const FloatArray& rows) {
     // rows: (4, dim) -> the four distances of the selected batch kernel.
     if (rows.ndim() != 2 || rows.shape(0) != 4 || rows.shape(1) != q.size())

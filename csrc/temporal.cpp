@@ -103,6 +103,16 @@ double DecayProgram::log_weight(const TimeColumns& c, std::size_t row) const {
                        uses_access_ ? load_count(c.access_count, row) : 0u);
 }
 
+void log_weights_of_rows(const DecayProgram& program, const TimeColumns& columns,
+                         const std::int64_t* rows, std::size_t n, double* out) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (rows[i] < 0 || static_cast<std::size_t>(rows[i]) >= columns.rows)
+      throw InvalidArgument("row " + std::to_string(rows[i]) + " is outside the time columns (" +
+                            std::to_string(columns.rows) + " rows)");
+  for (std::size_t i = 0; i < n; ++i)
+    out[i] = program.log_weight(columns, static_cast<std::size_t>(rows[i]));
+}
+
 double DecayProgram::log_weight_bound(std::int64_t t_min, std::int64_t t_max,
                                       std::uint32_t max_access) const {
   if (terms_.empty()) return 0.0;

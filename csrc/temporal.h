@@ -73,4 +73,9 @@ class DecayProgram {
   bool uses_access_ = false;  // some term reads access_count
 };
 
+// out[i] = program.log_weight(columns, rows[i]) for each of n rows (access counts read
+// atomically). Throws InvalidArgument, before writing anything, if a row is outside the columns.
+void log_weights_of_rows(const DecayProgram& program, const TimeColumns& columns,
+                         const std::int64_t* rows, std::size_t n, double* out);
+
 }  // namespace poincare

@@ -336,8 +336,8 @@ class ColumnStore:
 
     def time_buckets(self, bucket_rows: int = 1024) -> tuple[NDArray[Any], ...]:
         """(order, starts, t_min, t_max): the rows cut into buckets with each bucket's time range,
-        newest first. Rows added since the last full sort form one extra bucket in front (sorted
-        among themselves) until there are ``bucket_rows`` of them; then they are merged into the
+        newest first. Rows added since the last full sort form one extra bucket in front (newest
+        added first) until there are ``bucket_rows`` of them; then they are merged into the
         sorted order. So an add-then-search loop pays O(new rows) per search plus one merge per
         ``bucket_rows`` adds, not an O(n) merge per add (1.8 ms at 100,000 rows). The fused
         search bounds each bucket by its own time range, so the extra bucket needs no order
@@ -347,18 +347,29 @@ class ColumnStore:
         if cached is not None and cached[2] == n:
             return cached[3]
         t = self._t[:n]
-        if cached is None or n - cached[0] > bucket_rows:
-            sorted_part = self._sorted_buckets(t, cached, bucket_rows)
-            cached = (n, sorted_part, n, sorted_part)
+        if cached is None or n < cached[2] or n - cached[0] > bucket_rows:
+            previous = None if cached is None or n < cached[2] else (cached[0], cached[1][0][bucket_rows:])
+            order, starts, t_min, t_max = self._sorted_buckets(t, previous, bucket_rows)
+            # The order sits behind room for bucket_rows new rows, so the front bucket is
+            # written in place and the order passed on is a view: no O(n) copy per search.
+            room = np.empty(bucket_rows + order.shape[0], dtype=np.uint32)
+            room[bucket_rows:] = order
+            sorted_part = (room, starts, t_min, t_max)
+            cached = (n, sorted_part, n, (room[bucket_rows:], starts, t_min, t_max))
         else:
-            n_sorted, sorted_part = cached[0], cached[1]
-            order, starts, t_min, t_max = sorted_part
-            tail = np.arange(n_sorted, n, dtype=np.uint32)
-            tail = tail[np.argsort(-t[tail], kind="stable")]
-            tail_t = t[tail]
+            n_sorted, sorted_part, n_written = cached[0], cached[1], cached[2]
+            room, starts, t_min, t_max = sorted_part
+            # The front bucket holds the rows past the sort, newest-added first; each call
+            # writes only the rows added since the last one, in front of those: a search still
+            # reading an earlier view reads nothing this overwrites.
+            front = bucket_rows - (n - n_sorted)
+            room[front : bucket_rows - (n_written - n_sorted)] = np.arange(
+                n - 1, n_written - 1, -1, dtype=np.uint32
+            )
+            tail_t = t[n_sorted:n]
             view = (
-                np.concatenate([tail, order]),
-                np.concatenate([[0], starts + tail.shape[0]]).astype(np.int64),
+                room[front:],
+                np.concatenate([[0], starts + (n - n_sorted)]).astype(np.int64),
                 np.concatenate([[tail_t.min()], t_min]).astype(np.int64),
                 np.concatenate([[tail_t.max()], t_max]).astype(np.int64),
             )
@@ -367,12 +378,15 @@ class ColumnStore:
         return cached[3]
 
     @staticmethod
-    def _sorted_buckets(t: NDArray[np.int64], cached: Any, bucket_rows: int) -> tuple[NDArray[Any], ...]:
-        """Every row newest first in buckets of ``bucket_rows`` (rows past the last sort merged in)."""
+    def _sorted_buckets(
+        t: NDArray[np.int64], previous: tuple[int, NDArray[np.uint32]] | None, bucket_rows: int
+    ) -> tuple[NDArray[Any], ...]:
+        """Every row newest first in buckets of ``bucket_rows``; ``previous``: (rows, order) of
+        the last sort, the rows past it merged in."""
         n = t.shape[0]
-        if cached is not None and cached[0] < n:
-            old_order = cached[1][0]
-            new_rows = np.arange(cached[0], n, dtype=np.uint32)
+        if previous is not None and previous[0] < n:
+            n_old, old_order = previous
+            new_rows = np.arange(n_old, n, dtype=np.uint32)
             new_rows = new_rows[np.argsort(-t[new_rows], kind="stable")]
             at = np.searchsorted(-t[old_order], -t[new_rows], side="right")
             order = np.insert(old_order, at, new_rows)

@@ -87,6 +87,26 @@ def test_index_usable_after_fork(tree_data):
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
+def test_hybrid_search_works_in_a_forked_child():
+    """Hybrid search runs its vector side on a pool thread; a child forked after the parent used
+    the pool has no such thread and must not wait for it forever."""
+    mem = pi.Memory(decay=None)
+    words = ["refund", "parcel", "late", "courier", "invoice", "label"]
+    for i in range(40):
+        mem.add(f"{words[i % 6]} {words[(i * 5) % 6]} note {i}", id=f"m{i}")
+    parent = [r.id for r in mem.search("late parcel", k=5, mode="hybrid", touch=False)]
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(20)  # a hang ends the child by SIGALRM, not the test run
+        try:
+            child = [r.id for r in mem.search("late parcel", k=5, mode="hybrid", touch=False)]
+            os._exit(0 if child == parent else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
 def test_ctrl_c_during_long_add_is_honoured(tmp_path):
     script = textwrap.dedent(
         """

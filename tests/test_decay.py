@@ -135,6 +135,54 @@ def test_core_weights_equal_numpy_reference(policy, tolerance):
     future = t > at + tolerance_us
     assert np.all(got[future] == pytest.approx(np.log(1e-6))) and future.any()
     assert got[60] != pytest.approx(np.log(1e-6)) or type(policy).__name__ == "ValidityWindow"
+    # the same program on rows picked from the columns (what keyword/hybrid search calls)
+    rows = rng.integers(0, n, 200)
+    picked = _core.decay_log_weights_of_rows(
+        policy_terms(policy), at, 1e-6, tolerance_us, t, vf, vu, access, rows
+    )
+    np.testing.assert_array_equal(picked, got[rows])
+
+
+@pytest.mark.parametrize("policy", [None, *POLICIES], ids=lambda p: type(p).__name__)
+def test_core_rank_with_time_term_equals_a_numpy_reference(policy):
+    rng = np.random.default_rng(11)
+    n_rows, n = 400, 300
+    at = _time.datetime_to_micros(NOW)
+    t = at - rng.integers(0, 365 * 24 * 3_600_000_000, n_rows)
+    vf = np.full(n_rows, _time.OPEN_START)
+    vu = np.full(n_rows, _time.OPEN_END)
+    access = rng.integers(0, 9, n_rows).astype(np.uint32)
+    rows = np.sort(rng.choice(n_rows, n, replace=False))
+    relevance = np.round(rng.normal(size=n), 1)  # many ties, broken by row
+    relevance[:40] = 0.5
+    tau = 0.7
+    terms = policy_terms(policy)
+    logw = _core.decay_log_weights(terms, at, 1e-6, t[rows], vf[rows], vu[rows], access[rows], 0)
+    want = relevance + tau * logw
+    for k in (0, 1, 25, n, n + 10):
+        keys, top = _core.rank_with_time_term(terms, at, 1e-6, 0, t, vf, vu, access, rows, relevance, tau, k)
+        np.testing.assert_allclose(keys, want, rtol=0, atol=1e-12)
+        ref = np.lexsort((rows, -want))[:k]  # by key, ties by the smaller row
+        assert top.tolist() == ref.tolist()
+    with pytest.raises(ValueError, match="outside the time columns"):
+        _core.rank_with_time_term(
+            terms, at, 1e-6, 0, t, vf, vu, access, np.array([n_rows]), relevance[:1], tau, 1
+        )
+    with pytest.raises(ValueError, match="NaN"):
+        _core.rank_with_time_term(terms, at, 1e-6, 0, t, vf, vu, access, rows[:1], np.array([np.nan]), tau, 1)
+    with pytest.raises(ValueError, match="differ in length"):
+        _core.rank_with_time_term(terms, at, 1e-6, 0, t, vf, vu, access, rows, relevance[:3], tau, 1)
+
+
+def test_core_weights_of_rows_refuse_rows_outside_the_columns():
+    t = np.zeros(3, dtype=np.int64)
+    access = np.zeros(3, dtype=np.uint32)
+    terms = policy_terms(pi.HalfLife(hours=1))
+    for bad in ([0, 3], [-1]):
+        with pytest.raises(ValueError, match="outside the time columns"):
+            _core.decay_log_weights_of_rows(terms, 0, 1e-6, 0, t, t, t, access, np.array(bad))
+    with pytest.raises(ValueError, match="differ in length"):
+        _core.decay_log_weights_of_rows(terms, 0, 1e-6, 0, t, t[:2], t, access, np.array([0]))
 
 
 def test_a_stamp_a_few_seconds_ahead_counts_as_now_not_as_the_future():

@@ -171,7 +171,11 @@ class KeywordIndex:
     Built lazily on the first ``scores`` call (``build``); thread-safe: writes come from the
     Memory's writer, scores from any reader thread, the merge from its own thread."""
 
-    def __init__(self, merge_fraction: float = 0.02, merge_min: int = 512, background: bool = True) -> None:
+    # A merge re-analyses and re-indexes every live row (~5 s of Python, holding the GIL, at
+    # 100,000 memories), so merging past 2 % of the main cost ~2.7 ms of CPU per add and ran
+    # during half of a chat loop; past 10 % it is a fifth of that, while a 10 % delta adds
+    # ~0.3 ms to a query (benchmarks/bench_chat_loop.py, BENCHMARKS.md "Step 7").
+    def __init__(self, merge_fraction: float = 0.10, merge_min: int = 512, background: bool = True) -> None:
         self.merge_fraction = merge_fraction
         self.merge_min = merge_min
         self.background = background
@@ -279,19 +283,39 @@ class KeywordIndex:
     def scores(self, query: str, n_rows: int) -> NDArray[np.float64]:
         """BM25 score of every row (0 where no query term occurs or the row is deleted)."""
         out = np.zeros(n_rows, dtype=np.float64)
+        rows, bm25 = self.matches(query)
+        keep = rows < n_rows
+        out[rows[keep]] = bm25[keep]
+        return out
+
+    def matches(self, query: str) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        """(rows, BM25) of the live rows holding a query term, rows ascending: the work is
+        proportional to the query terms' postings, not to the number of rows."""
         terms = list(dict.fromkeys(analyze(query)))
         with self._mutex:
             main, delta, dead = self._main, self._delta, self._dead
             assert main is not None, "build() first"
             known = [w for w in terms if w in main.vocab]
             delta_part = self._delta_scores(main, delta, terms, dead) if delta.length else None
+        parts_rows, parts_scores = [], []
         if known and main.retriever is not None:
-            out[main.rows] = _main_scores(main, known)
+            per_doc = _main_scores(main, known)
+            docs = np.flatnonzero(per_doc)
+            rows = main.rows[docs]
+            live = rows >= dead.shape[0]
+            live[~live] = ~dead[rows[~live]]
+            parts_rows.append(rows[live])
+            parts_scores.append(per_doc[docs][live])
         if delta_part is not None:
-            out[delta_part[0]] = delta_part[1]
-        n_dead = min(dead.shape[0], n_rows)
-        out[:n_dead][dead[:n_dead]] = 0.0
-        return out
+            parts_rows.append(delta_part[0])
+            parts_scores.append(delta_part[1])
+        if not parts_rows:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        rows, bm25 = np.concatenate(parts_rows), np.concatenate(parts_scores)
+        if rows.shape[0] > 1 and not bool(np.all(rows[1:] > rows[:-1])):
+            order = np.argsort(rows, kind="stable")
+            rows, bm25 = rows[order], bm25[order]
+        return rows, bm25
 
     @staticmethod
     def _delta_scores(
@@ -317,11 +341,16 @@ class KeywordIndex:
         if not parts_rows:
             return None
         rows = np.concatenate(parts_rows)
-        live = rows < dead.shape[0]
-        live[live] = ~dead[rows[live]]
-        rows, scores = rows[live], np.concatenate(parts_scores)[live]
-        uniq, where = np.unique(rows, return_inverse=True)
-        return uniq, np.bincount(where, weights=scores, minlength=uniq.shape[0])
+        # Delta rows are the rows added since the main was built, a dense range: summing per
+        # row by one bincount over it is O(postings + rows), where np.unique sorted the postings
+        # (1.3 ms of a query at a 10,000-row delta).
+        low = int(rows.min())
+        per_row = np.bincount(rows - low, weights=np.concatenate(parts_scores))
+        found = np.flatnonzero(per_row)
+        rows, scores = found + low, per_row[found]
+        live = rows >= dead.shape[0]
+        live[~live] = ~dead[rows[~live]]
+        return rows[live], scores[live]
 
 
 def relative_score_fusion(

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import math
+import os
+import threading
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -24,6 +27,30 @@ __all__ = ["SearchRequest", "run_search"]
 # log of the fused score of a candidate scoring 0 on both sides (the vector side's last, no
 # keyword match): last, but finite.
 _FUSED_FLOOR = 1e-12
+
+
+# Hybrid search runs its vector side (the index's fused search, in the core without the GIL) on
+# a worker thread while the calling thread computes the keyword side: the two take about the
+# same time at 100,000 memories (benchmarks/bench_chat_loop.py). One pool for the process,
+# created on first use; a forked child starts without it (its threads did not survive the fork).
+_POOL_LOCK = threading.Lock()
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _vector_side_pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="poincare-hybrid")
+        return _POOL
+
+
+def _forget_pool_after_fork() -> None:
+    global _POOL, _POOL_LOCK
+    _POOL, _POOL_LOCK = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_after_fork)
 
 
 @dataclass
@@ -124,61 +151,86 @@ def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Res
     score + time term."""
     cfg = req.config
     assert req.query is not None
-    # Deleted rows score 0 (tombstones in the keyword index), so a positive score is a live row.
-    bm25 = mem._keyword_scores(req.query)
-    allowed = bm25 > 0
+    vector_side: Future[Any] | None = None
+    if req.mode == "hybrid":
+        depth = max(req.candidates, fetch)
+        vector_side = _vector_side_pool().submit(
+            mem._index.search_scored, req.vector, depth, decay=cfg.decay, time_coef=cfg.time_coef,
+            depth_bias=cfg.depth_bias, filters=mask, ef=max(depth, mem._index.ef_search),
+            touch=False, at_time=micros_to_datetime(req.at_us), future_weight=cfg.future_weight,
+            future_tolerance=cfg.future_tolerance,
+        )  # fmt: skip
+    try:
+        return _lexical_sides(mem, req, fetch, mask, vector_side)
+    finally:
+        if vector_side is not None:
+            vector_side.cancel()
+            if not vector_side.cancelled():
+                vector_side.exception()  # waits: nothing of this search runs on after it returns
+
+
+def _lexical_sides(
+    mem: Memory, req: SearchRequest, fetch: int, mask: Any, vector_side: Future[Any] | None
+) -> list[Result]:
+    cfg = req.config
+    assert req.query is not None
+    # Deleted rows are tombstones in the keyword index: every match is a live row.
+    matches, match_bm25 = mem._keyword_matches(req.query)
     if mask is not None:
-        allowed &= mask
-    matches = np.flatnonzero(allowed)
-    relevance_of_match = np.log(bm25[matches])
+        allowed = matches < mask.shape[0]
+        allowed[allowed] = mask[matches[allowed]]
+        matches, match_bm25 = matches[allowed], match_bm25[allowed]
+    relevance_of_match = np.log(match_bm25)
     vector_rank_of: dict[int, int] = {}
     keyword_top = None  # hybrid: the keyword side's list, best first
     vector_terms: dict[int, tuple[float, float]] = {}  # row -> (distance, depth) the index gave
     if req.mode == "keyword":
+        # Every match gets its time term before the cut, in one pass in the core.
         rows = matches
         relevance = relevance_of_match
         keyword_key = relevance_of_match  # keyword_rank: the order by BM25 alone
+        score, order = mem._ranked_with_time(matches, relevance_of_match, req.at_us, cfg, fetch)
+        logw = mem._log_weights(rows[order], req.at_us, cfg)
     else:
         # Both sides are cut by their time-aware score, never by relevance alone: the vector side
         # takes its candidates by the fused score inside the index, the keyword side ranks every
         # match by log BM25 + time term; so a recent memory deep in the plain distance or BM25
         # order still reaches the fusion.
+        assert vector_side is not None
         depth = max(req.candidates, fetch)
-        r = mem._index.search_scored(
-            req.vector, depth, decay=cfg.decay, time_coef=cfg.time_coef, depth_bias=cfg.depth_bias,
-            filters=mask, ef=max(depth, mem._index.ef_search), touch=False,
-            at_time=micros_to_datetime(req.at_us), future_weight=cfg.future_weight,
-            future_tolerance=cfg.future_tolerance,
-        )  # fmt: skip
+        keyword_key, keyword_order = mem._ranked_with_time(matches, relevance_of_match, req.at_us, cfg, depth)
+        keyword_top = matches[keyword_order]
+        # The keyword list's exact vector terms while the vector side still runs (for rows it
+        # also found, the index's own float64 values replace them: equal up to rounding).
+        exact: dict[int, tuple[float, float]] = {}
+        if keyword_top.shape[0]:
+            dist, depths = mem._exact_terms(keyword_top.tolist(), req.vector[0])
+            exact = dict(zip(keyword_top.tolist(), zip(dist.tolist(), depths.tolist())))
+        r = vector_side.result()
         keep = r.ids[0] >= 0  # padding (fewer eligible than asked) is id -1
         vec_rank = r.ids[0][keep]
-        keyword_key = relevance_of_match
-        if cfg.decay is not None and cfg.time_coef and matches.shape[0]:
-            keyword_key = relevance_of_match + cfg.time_coef * mem._log_weights(matches, req.at_us, cfg)
-        keyword_top = matches[_top_order(keyword_key, matches, depth)]
         vec_rank_list = vec_rank.tolist()
         vector_rank_of = {row: i + 1 for i, row in enumerate(vec_rank_list)}
         pairs = zip(r.distances[0][keep].tolist(), r.depths[0][keep].tolist())
-        vector_terms = dict(zip(vec_rank_list, pairs))
         # The union of both lists, each row scored on both sides: the index's distance for its
         # candidates, the exact one for keyword matches past the vector side's cut.
+        vector_terms = exact
+        vector_terms.update(zip(vec_rank_list, pairs))
         rows = np.union1d(vec_rank, keyword_top)
         if rows.shape[0] == 0:
             return []
-        past_cut = [row for row in rows.tolist() if row not in vector_terms]
-        if past_cut:
-            dist, depths = mem._exact_terms(past_cut, req.vector[0])
-            vector_terms.update(zip(past_cut, zip(dist.tolist(), depths.tolist())))
         terms = np.array([vector_terms[row] for row in rows.tolist()], dtype=np.float64).reshape(-1, 2)
         # The vector side's relevance is its score without the time term (added once, below).
         vector_relevance = cfg.depth_bias * terms[:, 1] - terms[:, 0]
-        fused = relative_score_fusion(vector_relevance, bm25[rows], req.keyword_weight)
+        keyword_bm25 = _bm25_of(rows, matches, match_bm25)
+        fused = relative_score_fusion(vector_relevance, keyword_bm25, req.keyword_weight)
         relevance = np.log(np.maximum(fused, _FUSED_FLOOR))
-    if rows.shape[0] == 0:
+        all_logw = mem._log_weights(rows, req.at_us, cfg)
+        score = relevance + cfg.time_coef * all_logw if cfg.time_coef else relevance
+        order = _top_order(score, rows, fetch)
+        logw = all_logw[order]
+    if order.shape[0] == 0:
         return []
-    logw = mem._log_weights(rows, req.at_us, cfg)
-    score = relevance + cfg.time_coef * logw if cfg.time_coef else relevance
-    order = _top_order(score, rows, fetch)
     top = rows[order].tolist()
     keyword_rank = _ranks_among(keyword_key, matches, top, keyword_top)
     missing = [row for row in top if row not in vector_terms]
@@ -193,7 +245,7 @@ def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Res
                 "score": float(score[i]),
                 "distance": vector_terms[row][0] if row in vector_terms else math.nan,
                 "depth": vector_terms[row][1] if row in vector_terms else math.nan,
-                "time_weight": float(np.exp(logw[i])),
+                "time_weight": float(np.exp(logw[j])),
                 "mode": req.mode,
                 "relevance": float(relevance[i]),
                 "vector_rank": vector_rank_of.get(row),
@@ -201,6 +253,16 @@ def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Res
             }
         )
     return mem._result_rows(top, scored, cfg)
+
+
+def _bm25_of(
+    rows: NDArray[np.int64], matches: NDArray[np.int64], bm25: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """BM25 of ``rows`` given the matches' (rows ascending): 0 for a row no query word is in."""
+    if matches.shape[0] == 0:
+        return np.zeros(rows.shape[0])
+    pos = np.minimum(np.searchsorted(matches, rows), matches.shape[0] - 1)
+    return np.where(matches[pos] == rows, bm25[pos], 0.0)
 
 
 def _top_order(score: NDArray[np.float64], rows: NDArray[np.int64], k: int) -> NDArray[np.int64]:

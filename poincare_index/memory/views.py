@@ -147,17 +147,33 @@ class MemoryViews:
         decay = config.decay
         if decay is None or len(rows) == 0:
             return np.zeros(len(rows))
-        cols = self._index._columns
-        idx = np.asarray(rows, dtype=np.int64)
+        idx = np.ascontiguousarray(rows, dtype=np.int64)
         tolerance_us = config.future_tolerance // timedelta(microseconds=1)
-        return _core.decay_log_weights(
-            policy_terms(decay), int(at_us), float(config.future_weight), cols._t[idx],
-            cols._valid_from[idx], cols._valid_until[idx], cols.access_counts(idx), int(tolerance_us),
-        )  # fmt: skip
+        with self._index._columns.buffers() as (t, valid_from, valid_until, access):
+            return _core.decay_log_weights_of_rows(
+                policy_terms(decay), int(at_us), float(config.future_weight), int(tolerance_us),
+                t, valid_from, valid_until, access, idx,
+            )  # fmt: skip
 
-    def _keyword_scores(self, query: str) -> NDArray[np.float64]:
-        """BM25 of every row for ``query``; builds the keyword index on first use and starts a
-        background merge when its delta is due (under the writer's lock: one list of live rows)."""
+    def _ranked_with_time(
+        self, rows: NDArray[np.int64], relevance: NDArray[np.float64], at_us: int, config: Any, k: int
+    ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        """(keys, top): keys = relevance + time_coef x log time weight of each row (the same
+        program as :meth:`_log_weights`), top the positions of the ``k`` best keys, best first,
+        ties by row; one pass in the core over every row (all keyword matches)."""
+        terms = policy_terms(config.decay)  # no rows for None: log w = 0
+        tolerance_us = config.future_tolerance // timedelta(microseconds=1)
+        with self._index._columns.buffers() as (t, valid_from, valid_until, access):
+            return _core.rank_with_time_term(
+                terms, int(at_us), float(config.future_weight), int(tolerance_us), t, valid_from,
+                valid_until, access, np.ascontiguousarray(rows, dtype=np.int64),
+                np.ascontiguousarray(relevance, dtype=np.float64), float(config.time_coef), int(k),
+            )  # fmt: skip
+
+    def _keyword_matches(self, query: str) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        """(rows ascending, BM25) of the live rows matching ``query``; builds the keyword index on
+        first use and starts a background merge when its delta is due (under the writer's lock:
+        one list of live rows)."""
         kw = self._keyword
         if not kw.built or kw.merge_due():
             with self._log_lock:
@@ -165,7 +181,7 @@ class MemoryViews:
                     live = [r for r, m in enumerate(self._mids) if m is not None]
                     texts = [self._texts[r] or "" for r in live]
                     (kw.merge if kw.built else kw.build)(live, texts)
-        return kw.scores(query, len(self._mids))
+        return kw.matches(query)
 
     def _with_count(self, r: Result, count: int) -> Result:
         return replace(r, access_count=count)
