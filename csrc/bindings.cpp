@@ -17,6 +17,7 @@
 #include "format.h"
 #include "index.h"
 #include "metric.h"
+#include "postings.h"
 #include "time_ranked.h"
 
 namespace py = pybind11;
@@ -338,6 +339,34 @@ PYBIND11_MODULE(_core, m) {
             log_weights_of_rows(program, columns, pr, n, po);
           }
           return out;
+        });
+  m.def("sum_postings",
+        [](const Int64Array& indptr, const py::array_t<std::int32_t, py::array::c_style>& indices,
+           const py::array_t<float, py::array::c_style>& data, std::size_t n_docs,
+           const Int64Array& terms, const Int64Array& doc_rows, const ByteArray& dead) {
+          if (length_of(indptr) == 0) throw InvalidArgument("indptr must hold n_terms + 1 offsets");
+          if (length_of(indices) != length_of(data))
+            throw InvalidArgument("indices and data differ in length");
+          if (length_of(doc_rows) != n_docs)
+            throw InvalidArgument("doc_rows must hold one row per document");
+          const Postings postings{indptr.data(), length_of(indptr) - 1, indices.data(),
+                                  data.data(),   length_of(indices),    n_docs};
+          std::vector<std::int64_t> rows;
+          std::vector<double> sums;
+          const std::int64_t* pt = terms.data();
+          const std::size_t n_terms = length_of(terms);
+          const std::int64_t* pr = doc_rows.data();
+          const std::uint8_t* pd = dead.data();
+          const std::size_t n_dead = length_of(dead);
+          {
+            py::gil_scoped_release nogil;
+            sum_postings(postings, pt, n_terms, pr, pd, n_dead, rows, sums);
+          }
+          py::array_t<std::int64_t> out_rows(static_cast<py::ssize_t>(rows.size()));
+          py::array_t<double> out_sums(static_cast<py::ssize_t>(sums.size()));
+          std::copy(rows.begin(), rows.end(), out_rows.mutable_data());
+          std::copy(sums.begin(), sums.end(), out_sums.mutable_data());
+          return py::make_tuple(out_rows, out_sums);
         });
   m.def("rank_with_time_term",
         [](const DoubleArray& terms, std::int64_t at_us, double future_weight,

@@ -212,3 +212,49 @@ def test_top_order_equals_a_full_sort_with_ties_by_row(values, k):
     top = rows[full].tolist()
     ranks = _ranks_among(score, rows, top + [0])
     assert ranks[:-1] == list(range(1, len(top) + 1)) and ranks[-1] is None
+
+
+def test_core_sum_postings_equals_a_numpy_reference():
+    """The core's sum of a CSC matrix's columns per document (the main segment's BM25), against
+    np.add.at, with repeated terms, tombstones, an empty query and refused malformed input."""
+    from poincare_index import _core
+
+    rng = np.random.default_rng(3)
+    n_terms, n_docs = 40, 700
+    lengths = rng.integers(0, 60, n_terms)
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    indices = np.concatenate([np.sort(rng.choice(n_docs, m, replace=False)) for m in lengths]).astype(
+        np.int32
+    )
+    data = rng.uniform(0.1, 3.0, indices.shape[0]).astype(np.float32)
+    doc_rows = np.sort(rng.choice(5 * n_docs, n_docs, replace=False)).astype(np.int64)
+    dead = np.zeros(3 * n_docs, dtype=bool)
+    dead[rng.choice(3 * n_docs, 400, replace=False)] = True
+    for terms in ([], [5], [1, 7, 7, 30], list(range(n_terms))):
+        want = np.zeros(n_docs)
+        for t in terms:
+            np.add.at(
+                want, indices[indptr[t] : indptr[t + 1]], data[indptr[t] : indptr[t + 1]].astype(np.float64)
+            )
+        docs = np.flatnonzero(want)
+        keep = ~np.array([r < dead.shape[0] and dead[r] for r in doc_rows[docs]], dtype=bool)
+        for _ in range(2):  # the core's accumulator is reused: a second call sees no leftovers
+            rows, sums = _core.sum_postings(
+                indptr, indices, data, n_docs, np.array(terms, dtype=np.int64), doc_rows, dead.view(np.uint8)
+            )
+            assert rows.tolist() == doc_rows[docs][keep].tolist()
+            np.testing.assert_allclose(sums, want[docs][keep], rtol=1e-12)
+    t0 = int(np.flatnonzero(lengths)[0])
+    bad_indices = indices.copy()
+    bad_indices[indptr[t0]] = n_docs
+    one = np.array([t0], dtype=np.int64)
+    with pytest.raises(ValueError, match="out of range"):
+        _core.sum_postings(indptr, bad_indices, data, n_docs, one, doc_rows, dead.view(np.uint8))
+    with pytest.raises(ValueError, match="not in the postings"):
+        _core.sum_postings(indptr, indices, data, n_docs, np.array([n_terms]), doc_rows, dead.view(np.uint8))
+    with pytest.raises(ValueError, match="one row per document"):
+        _core.sum_postings(indptr, indices, data, n_docs, one, doc_rows[:-1], dead.view(np.uint8))
+    rows, _ = _core.sum_postings(
+        indptr, indices, data, n_docs, np.array([0, 1]), doc_rows, dead.view(np.uint8)
+    )
+    assert rows.shape[0] > 0  # after a refused call, nothing left over either

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from .. import _core
+
 __all__ = ["KeywordIndex", "analyze", "relative_score_fusion"]
 
 K1, B = 1.5, 0.75
@@ -89,17 +91,18 @@ def _build_main(rows: NDArray[np.int64], texts: Sequence[str]) -> _Main:
     return _Main(rows, retriever, dict(retriever.vocab_dict), doc_freq, len(tokens), mean_length)
 
 
-def _main_scores(main: _Main, terms: list[str]) -> NDArray[np.float64]:
-    """BM25 of every main document: the sum of the per-(term, document) scores bm25s stored in
-    its term-major sparse matrix. One bincount over the query terms' columns (bm25s itself adds
-    them with np.add.at, ~5x slower at 100,000 memories)."""
+def _main_scores(
+    main: _Main, terms: list[str], dead: NDArray[np.bool_]
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """(rows ascending, BM25) of the main's live documents holding a query term: the sum of the
+    per-(term, document) scores bm25s stored in its term-major sparse matrix, added up in the
+    core without the GIL (bm25s itself adds them with np.add.at, ~5x slower at 100,000)."""
     scores = main.retriever.scores  # type: ignore[attr-defined]
-    indptr, indices, data = scores["indptr"], scores["indices"], scores["data"]
-    ids = [main.vocab[w] for w in terms]
-    cols = [slice(int(indptr[i]), int(indptr[i + 1])) for i in ids]
-    docs = np.concatenate([indices[c] for c in cols])
-    weights = np.concatenate([data[c] for c in cols]).astype(np.float64)
-    return np.bincount(docs, weights=weights, minlength=main.n_docs)
+    ids = np.array([main.vocab[w] for w in terms], dtype=np.int64)
+    return _core.sum_postings(
+        scores["indptr"], scores["indices"], scores["data"], main.n_docs, ids, main.rows,
+        dead.view(np.uint8),
+    )  # fmt: skip
 
 
 class _Postings:
@@ -289,23 +292,20 @@ class KeywordIndex:
         return out
 
     def matches(self, query: str) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-        """(rows, BM25) of the live rows holding a query term, rows ascending: the work is
-        proportional to the query terms' postings, not to the number of rows."""
+        """(rows, BM25) of the live rows holding a query term, rows ascending: one pass over the
+        query terms' postings and the main's documents in the core, no per-row Python array."""
         terms = list(dict.fromkeys(analyze(query)))
         with self._mutex:
-            main, delta, dead = self._main, self._delta, self._dead
+            # The tombstones as of now: a copy, as the core reads them without the GIL.
+            main, delta, dead = self._main, self._delta, self._dead.copy()
             assert main is not None, "build() first"
             known = [w for w in terms if w in main.vocab]
             delta_part = self._delta_scores(main, delta, terms, dead) if delta.length else None
         parts_rows, parts_scores = [], []
         if known and main.retriever is not None:
-            per_doc = _main_scores(main, known)
-            docs = np.flatnonzero(per_doc)
-            rows = main.rows[docs]
-            live = rows >= dead.shape[0]
-            live[~live] = ~dead[rows[~live]]
-            parts_rows.append(rows[live])
-            parts_scores.append(per_doc[docs][live])
+            rows, bm25 = _main_scores(main, known, dead)
+            parts_rows.append(rows)
+            parts_scores.append(bm25)
         if delta_part is not None:
             parts_rows.append(delta_part[0])
             parts_scores.append(delta_part[1])
