@@ -400,9 +400,10 @@ class Memory(MemoryViews, MemoryJournal, MemoryState):
 
         score = -distance + depth_bias * depth + time_coef * log(time_weight) (mode "vector",
         ranked inside the index). mode "keyword": log BM25 + time term; "hybrid": relative score
-        fusion of the ``candidates`` best by the fused vector score and by log BM25 + time term
-        (so a recent memory is not cut before the fusion): ``keyword_weight`` x BM25 scaled by
-        the best + the rest x vector relevance min-max scaled, then log of it + time term.
+        fusion over the union of the ``candidates`` best by the fused vector score and by log
+        BM25 + time term (so a recent memory is not cut before the fusion), every candidate
+        scored on both sides: ``keyword_weight`` x BM25 scaled by the best + the rest x vector
+        relevance min-max scaled, then log of it + time term.
         ``keyword_weight`` defaults to the embedder's ``hybrid_keyword_weight`` (measured per
         embedder, benchmarks/bench_hybrid.py; 0.5 for an embedder without one).
         ``filters``: a dict over the columns and metadata (MongoDB operators, pushed into the
