@@ -50,7 +50,8 @@ def _forget_pool_after_fork() -> None:
     _POOL, _POOL_LOCK = None, threading.Lock()
 
 
-os.register_at_fork(after_in_child=_forget_pool_after_fork)
+if hasattr(os, "register_at_fork"):  # POSIX; where processes are not forked, nothing to forget
+    os.register_at_fork(after_in_child=_forget_pool_after_fork)
 
 
 @dataclass
