@@ -272,3 +272,50 @@ def test_a_long_job_of_writes_lets_waiting_readers_in_between_them():
     t.join(5)
     assert order == ["write 1", "read", "write 2"]
     lock.let_readers_in(timeout=5)  # nobody waiting: returns at once
+
+
+def test_hybrid_searches_from_threads_while_a_writer_adds_and_deletes():
+    """Hybrid searches (each with its vector side on the shared pool) from three threads while a
+    writer adds and deletes: no error, no deadlock, and every result is a memory that existed."""
+    mem = pi.Memory(decay=pi.HalfLife(hours=24))
+    words = ["refund", "parcel", "late", "courier", "invoice", "label", "damaged", "box"]
+    rng = np.random.default_rng(12)
+
+    def text(i: int) -> str:
+        return " ".join(rng.choice(words, size=3)) + f" note {i}"
+
+    for i in range(300):
+        mem.add(text(i), id=f"m{i}")
+    ever = {f"m{i}" for i in range(300)}
+    ever_lock = threading.Lock()
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def searcher(seed: int) -> None:
+        q_rng = np.random.default_rng(seed)
+        try:
+            while not stop.is_set():
+                q = " ".join(q_rng.choice(words, size=2))
+                found = mem.search(q, k=8, mode="hybrid", candidates=int(q_rng.integers(4, 40)))
+                with ever_lock:
+                    unknown = [r.id for r in found if r.id not in ever]
+                assert not unknown, unknown
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=searcher, args=(s,)) for s in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        for i in range(300, 500):
+            with ever_lock:
+                ever.add(f"m{i}")
+            mem.add(text(i), id=f"m{i}")
+            if i % 3 == 0:
+                mem.delete(f"m{i - 250}")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert not any(t.is_alive() for t in threads), "a hybrid search did not finish"
+    assert not errors, errors
