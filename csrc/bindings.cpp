@@ -304,21 +304,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("l2sq_f64_fast", [](const FloatArray& a, const FloatArray& b) {
     return metric::kernels().l2sq_f64(a.data(), b.data(), pair_length(a, b));
   });
-  m.def("decay_log_weights", [](const DoubleArray& terms, std::int64_t at_us, double future_weight,
-                                const Int64Array& t, const Int64Array& valid_from,
-                                const Int64Array& valid_until, const UInt32Array& access_count,
-                                std::int64_t future_tolerance_us) {
-    // The C++ evaluation of a policy, for tests against the numpy reference.
-    const DecayProgram program(decay_terms(terms), at_us, future_weight, future_tolerance_us);
-    const std::size_t n = length_of(t);
-    if (length_of(valid_from) != n || length_of(valid_until) != n || length_of(access_count) != n)
-      throw InvalidArgument("columns differ in length");
-    py::array_t<double> out(static_cast<py::ssize_t>(n));
-    for (std::size_t i = 0; i < n; ++i)
-      out.mutable_data()[i] = program.log_weight_of(t.data()[i], valid_from.data()[i],
-                                                    valid_until.data()[i], access_count.data()[i]);
-    return out;
-  });
+  // The C++ evaluation of a policy on rows of the time columns (keyword and hybrid search, and
+  // the tests against the numpy reference).
   m.def("decay_log_weights_of_rows",
         [](const DoubleArray& terms, std::int64_t at_us, double future_weight,
            std::int64_t future_tolerance_us, const Int64Array& t, const Int64Array& valid_from,

@@ -122,7 +122,9 @@ def test_core_weights_equal_numpy_reference(policy, tolerance):
     vu = np.where(rng.random(n) < 0.5, _time.OPEN_END, vf.clip(min=t) + rng.integers(1, year // 2, n))
     access = rng.integers(0, 20, n).astype(np.uint32)
     tolerance_us = tolerance // timedelta(microseconds=1)
-    got = _core.decay_log_weights(policy_terms(policy), at, 1e-6, t, vf, vu, access, tolerance_us)
+    got = _core.decay_log_weights_of_rows(
+        policy_terms(policy), at, 1e-6, tolerance_us, t, vf, vu, access, np.arange(n)
+    )
     ref = policy.log_weight(
         t.astype("datetime64[us]"),
         NOW,
@@ -157,7 +159,7 @@ def test_core_rank_with_time_term_equals_a_numpy_reference(policy):
     relevance[:40] = 0.5
     tau = 0.7
     terms = policy_terms(policy)
-    logw = _core.decay_log_weights(terms, at, 1e-6, t[rows], vf[rows], vu[rows], access[rows], 0)
+    logw = _core.decay_log_weights_of_rows(terms, at, 1e-6, 0, t, vf, vu, access, rows)
     want = relevance + tau * logw
     for k in (0, 1, 25, n, n + 10):
         keys, top = _core.rank_with_time_term(terms, at, 1e-6, 0, t, vf, vu, access, rows, relevance, tau, k)
