@@ -203,12 +203,20 @@ def test_a_merge_is_started_when_the_delta_grows_and_results_stay_right():
 )
 @settings(max_examples=200, deadline=None)
 def test_top_order_equals_a_full_sort_with_ties_by_row(values, k):
-    from poincare_index.memory.search import _ranks_among, _top_order
+    from poincare_index import _core
+    from poincare_index.decay import policy_terms
+    from poincare_index.memory.search import _ranks_among
 
     score = np.asarray(values, dtype=np.float64)  # few distinct values: many ties
     rows = np.arange(score.shape[0], dtype=np.int64) * 3 + 1
     full = np.lexsort((rows, -score))[:k]
-    np.testing.assert_array_equal(_top_order(score, rows, k), full)
+    t = np.zeros(200, dtype=np.int64)
+    access = np.zeros(200, dtype=np.uint32)
+    keys, order = _core.rank_with_time_term(
+        policy_terms(None), 0, 1.0, 0, t, t, t, access, rows, score, 0.0, k
+    )
+    np.testing.assert_array_equal(keys, score)
+    np.testing.assert_array_equal(order, full)
     top = rows[full].tolist()
     ranks = _ranks_among(score, rows, top + [0])
     assert ranks[:-1] == list(range(1, len(top) + 1)) and ranks[-1] is None

@@ -186,12 +186,9 @@ def _lexical_sides(
     keyword_top = None  # hybrid: the keyword side's list, best first
     vector_terms: dict[int, tuple[float, float]] = {}  # row -> (distance, depth) the index gave
     if req.mode == "keyword":
-        # Every match gets its time term before the cut, in one pass in the core.
         rows = matches
         relevance = relevance_of_match
         keyword_key = relevance_of_match  # keyword_rank: the order by BM25 alone
-        score, order = mem._ranked_with_time(matches, relevance_of_match, req.at_us, cfg, fetch)
-        logw = mem._log_weights(rows[order], req.at_us, cfg)
     else:
         # Both sides are cut by their time-aware score, never by relevance alone: the vector side
         # takes its candidates by the fused score inside the index, the keyword side ranks every
@@ -226,12 +223,12 @@ def _lexical_sides(
         keyword_bm25 = _bm25_of(rows, matches, match_bm25)
         fused = relative_score_fusion(vector_relevance, keyword_bm25, req.keyword_weight)
         relevance = np.log(np.maximum(fused, _FUSED_FLOOR))
-        all_logw = mem._log_weights(rows, req.at_us, cfg)
-        score = relevance + cfg.time_coef * all_logw if cfg.time_coef else relevance
-        order = _top_order(score, rows, fetch)
-        logw = all_logw[order]
+    # Both modes: relevance + time term for every row (all matches, or the fused union) and
+    # the cut, in one pass in the core; the weights of the rows kept for their results.
+    score, order = mem._ranked_with_time(rows, relevance, req.at_us, cfg, fetch)
     if order.shape[0] == 0:
         return []
+    logw = mem._log_weights(rows[order], req.at_us, cfg)
     top = rows[order].tolist()
     keyword_rank = _ranks_among(keyword_key, matches, top, keyword_top)
     missing = [row for row in top if row not in vector_terms]
@@ -264,20 +261,6 @@ def _bm25_of(
         return np.zeros(rows.shape[0])
     pos = np.minimum(np.searchsorted(matches, rows), matches.shape[0] - 1)
     return np.where(matches[pos] == rows, bm25[pos], 0.0)
-
-
-def _top_order(score: NDArray[np.float64], rows: NDArray[np.int64], k: int) -> NDArray[np.int64]:
-    """Positions of the ``k`` best scores, best first, ties by row: O(n + k log k), not a sort
-    of every keyword match (tens of thousands for common words)."""
-    if score.shape[0] > k:
-        part = np.argpartition(-score, k - 1)[:k]
-        # Everything tied with the k-th is a candidate, so the tie order (by row) is the sort's.
-        kth = score[part].min()
-        part = np.flatnonzero(score >= kth)
-    else:
-        part = np.arange(score.shape[0])
-    order = part[np.lexsort((rows[part], -score[part]))]
-    return order[:k]
 
 
 def _ranks_among(
