@@ -31,11 +31,13 @@ def _check_range(us: NDArray[np.int64], missing: NDArray[np.bool_], name: str) -
     bad = ((flat < MIN_TIME_US) | (flat > MAX_TIME_US)) & ~gone
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        where = f"{name} row {row}" if us.ndim else name
-        raise ValueError(
-            f"{where} ({_describe_micros(int(flat[row]))}) is outside the supported times "
-            "1678-01-01 .. 2261-12-31 UTC"
-        )
+        raise _out_of_range(f"{name} row {row}" if us.ndim else name, int(flat[row]))
+
+
+def _out_of_range(where: str, us: int) -> ValueError:
+    return ValueError(
+        f"{where} ({_describe_micros(us)}) is outside the supported times 1678-01-01 .. 2261-12-31 UTC"
+    )
 
 
 def _describe_micros(us: int) -> str:
@@ -95,7 +97,8 @@ def as_time_scalar(value: Any, name: str) -> int:
     us = _scalar_micros(value, name)
     if us is None:
         raise ValueError(f"{name} is NaT")
-    _check_range(np.asarray(us, dtype=np.int64), np.asarray(False), name)
+    if not MIN_TIME_US <= us <= MAX_TIME_US:  # a plain comparison: every search passes here
+        raise _out_of_range(name, us)
     return us
 
 

@@ -107,6 +107,23 @@ def test_adds_and_deletes_then_a_merge_equal_a_fresh_build(seed):
         _assert_scores(kw, q, reference_bm25(q, {r: texts[r] for r in rows}), next_row)
 
 
+def test_tombstones_a_query_read_are_never_written_after_it():
+    # The core reads a query's tombstones without the GIL: a later remove() must write a copy.
+    texts = [f"alpha note {i}" for i in range(50)]
+    kw = KeywordIndex(background=False)
+    kw.build(range(50), texts)
+    kw.remove([3])
+    kw.matches("alpha")
+    seen = kw._dead
+    before = seen.copy()
+    kw.remove([7, 9])
+    assert np.array_equal(seen, before)
+    rows, _ = kw.matches("alpha")
+    assert {3, 7, 9}.isdisjoint(rows.tolist()) and len(rows) == 47
+    kw.remove([11])  # no query since the last remove: written in place, still correct
+    assert 11 not in kw.matches("alpha")[0].tolist()
+
+
 def test_background_merge_keeps_what_changed_while_it_built(monkeypatch):
     import threading
 

@@ -186,6 +186,10 @@ class KeywordIndex:
         self._main: _Main | None = None  # None: not built
         self._delta = _Delta()
         self._dead = np.zeros(0, dtype=bool)  # by row
+        # Copy on write: a query takes the tombstones as they are and marks them shared; the
+        # next remove() copies before it writes. Copying them per query (a fresh 200 KB array at
+        # 100,000 rows, page faults included) cost ~0.3 ms of a hybrid search in the chat loop.
+        self._dead_shared = False
         self._dead_in_main = 0
         self._merging: threading.Thread | None = None
         self._generation = 0  # bumped by build(): a merge begun before it is dropped
@@ -201,7 +205,7 @@ class KeywordIndex:
             self._generation += 1
             self._main, self._delta, self._dead_in_main = main, _Delta(), 0
             n = int(main.rows[-1]) + 1 if main.rows.size else 0
-            self._dead = np.zeros(n, dtype=bool)
+            self._dead, self._dead_shared = np.zeros(n, dtype=bool), False
 
     def add(self, rows: Sequence[int], texts: Sequence[str]) -> None:
         """New rows (above every row held); a no-op before the first build."""
@@ -219,6 +223,8 @@ class KeywordIndex:
             return
         with self._mutex:
             self._cover(max(rows, default=-1) + 1)
+            if self._dead_shared:
+                self._dead, self._dead_shared = self._dead.copy(), False
             main_rows = self._main.rows
             for row in rows:
                 if not self._dead[row]:
@@ -232,7 +238,7 @@ class KeywordIndex:
         if n_rows > self._dead.shape[0]:
             grown = np.zeros(max(n_rows, 2 * self._dead.shape[0]), dtype=bool)
             grown[: self._dead.shape[0]] = self._dead
-            self._dead = grown
+            self._dead, self._dead_shared = grown, False
 
     def pending(self) -> int:
         """Rows the next merge folds in: delta rows plus tombstones in the main."""
@@ -296,8 +302,10 @@ class KeywordIndex:
         query terms' postings and the main's documents in the core, no per-row Python array."""
         terms = list(dict.fromkeys(analyze(query)))
         with self._mutex:
-            # The tombstones as of now: a copy, as the core reads them without the GIL.
-            main, delta, dead = self._main, self._delta, self._dead.copy()
+            # The tombstones as of now, shared until the next remove() (the core reads them
+            # without the GIL).
+            main, delta, dead = self._main, self._delta, self._dead
+            self._dead_shared = True
             assert main is not None, "build() first"
             known = [w for w in terms if w in main.vocab]
             delta_part = self._delta_scores(main, delta, terms, dead) if delta.length else None

@@ -91,7 +91,11 @@ class MemoryState:
             self._log_locked({"op": "touch", "rows": rows})
             self._apply_touch(rows)
             access = self._index._columns.access_counts(np.asarray(rows, dtype=np.int64))
-            return [self._with_count(r, int(c)) for r, c in zip(results, access)]
+        # The results were built by this call and nobody holds them yet: their counts are set in
+        # place (a dataclasses.replace per result cost ~0.25 ms of a 10-result search).
+        for r, c in zip(results, access.tolist()):
+            object.__setattr__(r, "access_count", c)
+        return results
 
     def _maybe_compact(self) -> None:
         """When more than half of a large store's rows are deleted memories, rebuild the index

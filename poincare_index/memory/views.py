@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -113,16 +112,19 @@ class MemoryViews:
             if meta_table is not None
             else [{} for _ in rows]
         )
-        counts = cols.access_counts(np.asarray(rows, dtype=np.int64))
+        at = np.asarray(rows, dtype=np.int64)
+        counts = cols.access_counts(at).tolist()
+        # Python ints in one step per column (a numpy scalar per row and field cost more).
+        ts, vfs, vus = cols._t[at].tolist(), cols._valid_from[at].tolist(), cols._valid_until[at].tolist()
         out = []
         for i, row in enumerate(rows):
-            vf, vu = int(cols._valid_from[row]), int(cols._valid_until[row])
+            vf, vu = vfs[i], vus[i]
             fields = dict(
                 id=self._mids[row], text=self._texts[row],
-                t=_time.micros_to_datetime(int(cols._t[row])),
+                t=_time.micros_to_datetime(ts[i]),
                 valid_from=None if vf == _time.OPEN_START else _time.micros_to_datetime(vf),
                 valid_until=None if vu == _time.OPEN_END else _time.micros_to_datetime(vu),
-                access_count=int(counts[i]),
+                access_count=counts[i],
                 metadata={k: v for k, v in metas[i].items() if v is not None},
                 depth_bias=config.depth_bias, time_coef=config.time_coef,
             )  # fmt: skip
@@ -182,6 +184,3 @@ class MemoryViews:
                     texts = [self._texts[r] or "" for r in live]
                     (kw.merge if kw.built else kw.build)(live, texts)
         return kw.matches(query)
-
-    def _with_count(self, r: Result, count: int) -> Result:
-        return replace(r, access_count=count)
