@@ -52,6 +52,14 @@ std::size_t pair_length(const FloatArray& a, const FloatArray& b) {
   return static_cast<std::size_t>(a.size());
 }
 
+// A vector's contents as a new one-dimensional numpy array.
+template <typename T>
+py::array_t<T> to_numpy(const std::vector<T>& v) {
+  py::array_t<T> out(static_cast<py::ssize_t>(v.size()));
+  std::copy(v.begin(), v.end(), out.mutable_data());
+  return out;
+}
+
 // (n, 3) float64 rows [kind, p0, p1] -> decay terms (kinds are checked by DecayProgram).
 std::vector<DecayTerm> decay_terms(const DoubleArray& terms) {
   if (terms.ndim() != 2 || terms.shape(1) != 3) throw InvalidArgument("terms must be (n, 3)");
@@ -227,6 +235,17 @@ void bind_common(py::class_<Core>& cls) {
                self.reconstruct_batch(p, n, po);
              }
              return out;
+           })
+      .def("exact_range_search",
+           [](Core& self, const FloatArray& q, double radius) {
+             const std::size_t nq = rows_of(q, self.dim(), "query");
+             const float* pq = q.data();
+             RangeHits hits;
+             {
+               py::gil_scoped_release nogil;
+               hits = self.exact_range_search(pq, nq, radius);
+             }
+             return py::make_tuple(to_numpy(hits.lims), to_numpy(hits.D), to_numpy(hits.I));
            })
       .def("contains", &Core::contains)
       .def("save", &Core::save, py::call_guard<py::gil_scoped_release>());

@@ -57,10 +57,10 @@ std::size_t tiles_per_chunk(std::size_t dim) {
   return std::max<std::size_t>(1, (256u << 10) / bytes_per_tile);
 }
 
-void scan_chunk(const VectorStorage& storage, const std::vector<PreparedQuery>& queries,
-                std::size_t k, std::size_t first_slot, std::size_t end_slot,
-                std::vector<float>& packed, std::vector<metric::TileInfo>& infos,
-                std::vector<QueryState>& states) {
+// Packs the slots [first_slot, end_slot) into tiles (coordinates lane-interleaved) with their
+// norms and factors, as scan_tile reads them.
+std::size_t pack_chunk(const VectorStorage& storage, std::size_t first_slot, std::size_t end_slot,
+                       std::vector<float>& packed, std::vector<metric::TileInfo>& infos) {
   using metric::kTileWidth;
   const std::size_t dim = storage.dim();
   const std::size_t n_tiles = (end_slot - first_slot + kTileWidth - 1) / kTileWidth;
@@ -76,6 +76,16 @@ void scan_chunk(const VectorStorage& storage, const std::vector<PreparedQuery>& 
     infos[t].norm[j] = static_cast<float>(std::sqrt(sq));
     infos[t].factor[j] = storage.rank_factor(s);
   }
+  return n_tiles;
+}
+
+void scan_chunk(const VectorStorage& storage, const std::vector<PreparedQuery>& queries,
+                std::size_t k, std::size_t first_slot, std::size_t end_slot,
+                std::vector<float>& packed, std::vector<metric::TileInfo>& infos,
+                std::vector<QueryState>& states) {
+  using metric::kTileWidth;
+  const std::size_t dim = storage.dim();
+  const std::size_t n_tiles = pack_chunk(storage, first_slot, end_slot, packed, infos);
   const auto scan_tile = metric::kernels().scan_tile;
   const std::uint8_t* deleted = storage.deleted_flags();
   constexpr std::size_t kBlock = 256;  // queries whose coordinates stay in cache together
@@ -110,7 +120,102 @@ void scan_chunk(const VectorStorage& storage, const std::vector<PreparedQuery>& 
   }
 }
 
+// The range scan of one chunk: every live slot whose rank's lower bound reaches the query's
+// fixed threshold is a candidate (decided later in float64).
+void range_scan_chunk(const VectorStorage& storage, const std::vector<PreparedQuery>& queries,
+                      std::size_t first_slot, std::size_t end_slot, std::vector<float>& packed,
+                      std::vector<metric::TileInfo>& infos,
+                      std::vector<std::vector<std::uint32_t>>& candidates) {
+  using metric::kTileWidth;
+  const std::size_t dim = storage.dim();
+  const std::size_t n_tiles = pack_chunk(storage, first_slot, end_slot, packed, infos);
+  const auto scan_tile = metric::kernels().scan_tile;
+  const std::uint8_t* deleted = storage.deleted_flags();
+  metric::TileQuery group[metric::kMaxTileQueries];
+  float rank[metric::kMaxTileQueries * kTileWidth];
+  float err[metric::kMaxTileQueries * kTileWidth];
+  std::uint32_t mask[metric::kMaxTileQueries];
+  constexpr std::size_t kBlock = 256;  // queries whose coordinates stay in cache together
+  for (std::size_t qb = 0; qb < queries.size(); qb += kBlock) {
+    const std::size_t qb_end = std::min(queries.size(), qb + kBlock);
+    for (std::size_t t = 0; t < n_tiles; ++t) {
+      const std::size_t tile_first = first_slot + t * kTileWidth;
+      const std::size_t lanes = std::min(kTileWidth, end_slot - tile_first);
+      const std::uint32_t valid = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1u);
+      for (std::size_t q0 = qb; q0 < qb_end; q0 += metric::kMaxTileQueries) {
+        const std::size_t ng = std::min(metric::kMaxTileQueries, qb_end - q0);
+        for (std::size_t i = 0; i < ng; ++i) group[i] = queries[q0 + i].tile;
+        scan_tile(group, ng, packed.data() + t * kTileWidth * dim, infos[t], dim, rank, err, mask);
+        for (std::size_t i = 0; i < ng; ++i)
+          for (std::uint32_t m = mask[i] & valid; m != 0; m &= m - 1) {
+            const std::size_t slot = tile_first + static_cast<unsigned>(__builtin_ctz(m));
+            if (!deleted[slot]) candidates[q0 + i].push_back(static_cast<std::uint32_t>(slot));
+          }
+      }
+    }
+  }
+}
+
 }  // namespace
+
+RangeHits flat_range_search(const VectorStorage& storage, const float* queries, std::size_t nq,
+                            double radius, ThreadPool& pool) {
+  const std::size_t dim = storage.dim();
+  const double c = storage.curvature();
+  // d < r  <=>  delta < sinh(sqrt(c) r / 2)^2 / c, and the tile's rank is delta / a(q).
+  const double half = std::sinh(std::sqrt(c) * radius / 2.0);
+  const double delta_limit = half * half / c;
+  std::vector<PreparedQuery> prepared(nq);
+  for (std::size_t i = 0; i < nq; ++i) {
+    const float* q = queries + i * dim;
+    const double sq = metric::sq_norm_exact(q, dim);
+    prepared[i].factor = metric::conformal_factor(sq, c);
+    // Rounded up a little so float32 rounding of the threshold itself never drops a point; the
+    // float64 check below decides.
+    const float tau = static_cast<float>(delta_limit / prepared[i].factor * (1.0 + 1e-6));
+    prepared[i].tile = {q, static_cast<float>(sq), static_cast<float>(std::sqrt(sq)), tau};
+  }
+  const std::size_t n = storage.slots();
+  const std::size_t chunk = tiles_per_chunk(dim) * metric::kTileWidth;
+  const std::size_t n_chunks = (n + chunk - 1) / chunk;
+  const int workers = pool.size();
+  // Candidates per worker and query, so each worker writes only its own lists.
+  std::vector<std::vector<std::vector<std::uint32_t>>> found(
+      static_cast<std::size_t>(workers), std::vector<std::vector<std::uint32_t>>(nq));
+  struct Buffers {
+    std::vector<float> packed;
+    std::vector<metric::TileInfo> infos;
+  };
+  std::vector<Buffers> buffers(static_cast<std::size_t>(workers));
+  pool.parallel_for(n_chunks, [&](std::size_t ci, int w) {
+    const std::size_t first = ci * chunk, end = std::min(n, first + chunk);
+    range_scan_chunk(storage, prepared, first, end, buffers[w].packed, buffers[w].infos, found[w]);
+  });
+  std::vector<std::vector<std::pair<double, std::int64_t>>> hits(nq);
+  pool.parallel_for(nq, [&](std::size_t qi, int) {
+    const float* q = queries + qi * dim;
+    const auto l2sq_f64 = metric::kernels().l2sq_f64;
+    for (const auto& per_worker : found)
+      for (const std::uint32_t s : per_worker[qi]) {
+        const double delta =
+            l2sq_f64(q, storage.vector(s), dim) * prepared[qi].factor * storage.factor(s);
+        const double d = metric::distance_from_delta(delta, c);
+        if (d < radius) hits[qi].emplace_back(d, storage.id(s));
+      }
+    std::sort(hits[qi].begin(), hits[qi].end());
+  });
+  RangeHits out;
+  out.lims.assign(nq + 1, 0);
+  for (std::size_t qi = 0; qi < nq; ++qi) out.lims[qi + 1] = out.lims[qi] + hits[qi].size();
+  out.D.reserve(out.lims[nq]);
+  out.I.reserve(out.lims[nq]);
+  for (const auto& h : hits)
+    for (const auto& [d, id] : h) {
+      out.D.push_back(static_cast<float>(d));
+      out.I.push_back(id);
+    }
+  return out;
+}
 
 void flat_search(const VectorStorage& storage, const float* queries, std::size_t nq, std::size_t k,
                  ThreadPool& pool, float* D, std::int64_t* I) {

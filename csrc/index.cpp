@@ -1,6 +1,7 @@
 #include "index.h"
 
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 #include <limits>
 #include <string>
@@ -95,6 +96,15 @@ void IndexCore::search(const float* queries, std::size_t nq, std::size_t k, std:
   validate_points(queries, nq, "query");
   std::shared_lock<std::shared_mutex> g(rw_);
   search_validated(queries, nq, k, ef, D, I);
+}
+
+RangeHits IndexCore::exact_range_search(const float* queries, std::size_t nq, double radius) {
+  if (!std::isfinite(radius) || !(radius > 0))
+    throw InvalidArgument("radius must be finite and > 0, got " + std::to_string(radius));
+  validate_points(queries, nq, "query");
+  std::shared_lock<std::shared_mutex> g(rw_);
+  std::lock_guard<std::mutex> p(pool_mutex_);
+  return flat_range_search(storage_, queries, nq, radius, *pool_);
 }
 
 void IndexCore::search_scored(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "flat.h"
 #include "fused.h"
 #include "hnsw.h"
 #include "scratch.h"
@@ -78,6 +79,10 @@ class IndexCore {
   };
   void search_scored(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
                      const ScoredQuery& query, const ScoredOutput& out);
+
+  // Every live point within Poincaré distance < radius of each query, exactly (a flat scan, for
+  // either index kind; see flat_range_search). InvalidArgument unless radius is finite and > 0.
+  RangeHits exact_range_search(const float* queries, std::size_t nq, double radius);
 
   // Marks ids deleted; unknown ids are ignored. Returns how many were removed.
   std::size_t remove(const std::int64_t* ids, std::size_t n);

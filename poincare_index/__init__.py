@@ -19,6 +19,8 @@ from .decay import (
     ValidityWindow,
     generative_agents_recency,
 )
+from .factory import index_factory
+from .faiss_surface import SearchParameters
 from .geometry import BALL_MARGIN, depth, distance, expmap0, logmap0, project
 from .index import PoincareFlatIndex, PoincareIndex
 from .io import read_index, write_index
@@ -30,6 +32,8 @@ __version__ = "0.1.0"
 __all__ = [
     "PoincareIndex",
     "PoincareFlatIndex",
+    "SearchParameters",
+    "index_factory",
     "write_index",
     "read_index",
     "IndexFormatError",

@@ -15,6 +15,7 @@ from ._progress import progress_bar
 from ._validation import as_id, as_ids, as_matrix, as_positive_int, check_result_size
 from .columns import ColumnStore, check_window, metadata_table
 from .decay import DEFAULT_FUTURE_TOLERANCE, DEFAULT_FUTURE_WEIGHT, DecayPolicy
+from .faiss_surface import FaissSurface, SearchParameters, resolve_params
 from .geometry import _curvature
 from .scored import ScoredResults, run_scored
 
@@ -39,7 +40,7 @@ def _dim(value: Any) -> int:
     return as_positive_int(value, "dim")
 
 
-class _IndexBase:
+class _IndexBase(FaissSurface):
     """What both indexes share. Ids are int64; ``add`` assigns ntotal, ntotal+1, ... as FAISS does."""
 
     kind: ClassVar[str]
@@ -339,12 +340,23 @@ class PoincareFlatIndex(_IndexBase):
         self._core = _core.FlatIndexCore(_dim(dim), _curvature(curvature), _threads(num_threads))
 
     def search(
-        self, q: ArrayLike, k: int, ef: int | None = None, *, filters: Any = None
+        self,
+        q: ArrayLike,
+        k: int,
+        ef: int | None = None,
+        *,
+        filters: Any = None,
+        params: SearchParameters | None = None,
     ) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
         """Exact k nearest per query row: ``(D, I)``, float32 distances ascending and int64 ids,
         padded with inf / -1 when fewer than k points exist. ``ef`` is accepted and ignored;
-        ``filters`` restricts the results (see :meth:`search_scored`)."""
+        ``filters`` restricts the results (see :meth:`search_scored`); ``params`` gives both
+        instead, as FAISS's ``search(x, k, params=...)``."""
+        ef, filters = resolve_params(params, ef, filters)
         return self._search(q, k, self._ef_for(ef), filters)
+
+    def _new_core(self) -> Any:
+        return _core.FlatIndexCore(self.dim, self.curvature, self.num_threads)
 
     def _ef_for(self, ef: int | None) -> int:
         if ef is not None:
@@ -414,12 +426,25 @@ class PoincareIndex(_IndexBase):
         self._ef_search = as_positive_int(value, "ef_search")
 
     def search(
-        self, q: ArrayLike, k: int, ef: int | None = None, *, filters: Any = None
+        self,
+        q: ArrayLike,
+        k: int,
+        ef: int | None = None,
+        *,
+        filters: Any = None,
+        params: SearchParameters | None = None,
     ) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
         """k approximate nearest per query row: ``(D, I)``, float32 Poincaré distances ascending
         and int64 ids, padded with inf / -1. ``ef`` overrides :attr:`ef_search` for this call;
-        ``filters`` restricts the results (see :meth:`search_scored`)."""
+        ``filters`` restricts the results (see :meth:`search_scored`); ``params`` gives both
+        instead, as FAISS's ``search(x, k, params=...)``."""
+        ef, filters = resolve_params(params, ef, filters)
         return self._search(q, k, self._ef_for(ef), filters)
+
+    def _new_core(self) -> Any:
+        return _core.HnswIndexCore(
+            self.dim, self.curvature, self.M, self.ef_construction, self.seed, self.num_threads
+        )
 
     def _ef_for(self, ef: int | None) -> int:
         return self._ef_search if ef is None else as_positive_int(ef, "ef")

@@ -62,3 +62,18 @@ def fused_brute_force(
         out_s[qi, : len(order)] = score[order]
         out_i[qi, : len(order)] = order
     return out_s, out_i
+
+
+def range_brute_force(base: np.ndarray, queries: np.ndarray, radius: float, curvature: float = 1.0):
+    """Per query, (distances ascending, row indices) of the rows at distance < radius, in float64."""
+    b = base.astype(np.float64)
+    sb = np.sum(b * b, axis=1)
+    out = []
+    for q in queries.astype(np.float64):
+        diff = b - q
+        delta = np.sum(diff * diff, axis=1) / ((1 - curvature * sb) * (1 - curvature * (q @ q)))
+        d = 2 / np.sqrt(curvature) * np.arcsinh(np.sqrt(curvature * delta))
+        rows = np.flatnonzero(d < radius)
+        order = np.lexsort((rows, d[rows]))
+        out.append((d[rows][order], rows[order]))
+    return out

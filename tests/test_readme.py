@@ -1,0 +1,24 @@
+"""The README's runnable examples run as written (those that need no files or extras here)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _block_after(heading: str) -> str:
+    text = README.read_text(encoding="utf-8")
+    start = text.index(heading)
+    match = re.compile(r"```python\n(.*?)```", re.S).search(text, start)
+    assert match is not None, f"no python block after {heading!r}"
+    return match.group(1)
+
+
+def test_api_tour_and_faiss_examples_run(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # the tour saves an index to the working directory
+    namespace: dict[str, object] = {}
+    exec(_block_after("## API tour"), namespace)
+    exec(_block_after("### In place of FAISS"), namespace)  # it continues the tour
+    assert capsys.readouterr().out.split() == ["32", "0"]
