@@ -183,11 +183,14 @@ class CallableEmbedder:
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         texts = as_texts(texts)
-        raw = np.asarray(self._fn(texts), dtype=np.float64)
-        if raw.ndim != 2 or raw.shape != (len(texts), self.dim):
-            raise ValueError(
-                f"embedder {self.name!r} returned shape {raw.shape}, expected ({len(texts)}, {self.dim})"
-            )
+        return self.to_ball(self._fn(texts), len(texts))
+
+    def to_ball(self, raw: Any, n: int) -> NDArray[np.float32]:
+        """``n`` Euclidean vectors of the model (e.g. a query embedded by another call of the
+        same model) mapped into the ball exactly as :meth:`embed` maps its own."""
+        raw = np.asarray(raw, dtype=np.float64)
+        if raw.ndim != 2 or raw.shape != (n, self.dim):
+            raise ValueError(f"embedder {self.name!r} returned shape {raw.shape}, expected ({n}, {self.dim})")
         if not np.all(np.isfinite(raw)):
             raise ValueError(f"embedder {self.name!r} returned NaN or Inf")
         if self.normalize:

@@ -493,3 +493,19 @@ def test_async_sessions_and_the_rest_of_the_api():
 
     with tempfile.TemporaryDirectory() as path:
         asyncio.run(main(path))
+
+
+def test_vectors_returns_the_stored_points_in_the_order_asked():
+    from poincare_memory import Memory
+
+    mem = Memory(decay=None)
+    mem.add_many(["alpha beta", "gamma delta", "epsilon"], ["a", "b", "c"])
+    want = mem.embedder.embed(["epsilon", "alpha beta"])
+    np.testing.assert_array_equal(mem.vectors(["c", "a"]), want)
+    mem.update("c", "zeta eta")
+    np.testing.assert_array_equal(mem.vectors(["c"]), mem.embedder.embed(["zeta eta"]))
+    assert mem.vectors([]).shape == (0, mem.embedder.dim)
+    with pytest.raises(KeyError, match="'zz'"):
+        mem.vectors(["a", "zz"])
+    with pytest.raises(TypeError):
+        mem.vectors("a")

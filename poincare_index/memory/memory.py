@@ -596,6 +596,16 @@ class Memory(MemoryViews, MemoryJournal, MemoryState):
             return []
         return sorted(p.name for p in root.iterdir() if (p / "config.json").exists())
 
+    @staticmethod
+    def stored_embedder(path: str | os.PathLike[str], namespace: str = "default") -> tuple[str, int]:
+        """(name, dim) of the embedder the store at ``path`` was built with (what reopening it
+        checks); FileNotFoundError if there is none, IndexFormatError for a bad config."""
+        ns = NamespaceDir(Path(path), namespace)
+        if not ns.exists:
+            raise FileNotFoundError(f"no memory store at {ns.dir}")
+        spec = ns.read_config()["embedder"]
+        return str(spec["name"]), int(spec["dim"])
+
     # ---- internals ------------------------------------------------------------------------
     @contextmanager
     def _writing(self) -> Iterator[None]:

@@ -34,6 +34,18 @@ class MemoryViews:
     _keyword: Any
     _log_lock: Any
 
+    def vectors(self, ids: Sequence[str]) -> NDArray[np.float32]:
+        """The stored points (ball coordinates, float32) of the memories ``ids``, (len(ids),
+        dim), in that order, read at one moment; KeyError naming the first unknown id."""
+        if isinstance(ids, str):
+            raise TypeError("ids must be a sequence of str; use vectors([id]) for one")
+        self.refresh()  # type: ignore[attr-defined]
+        with self._lock.reading():  # type: ignore[attr-defined]
+            rows = [self._row(i) for i in ids]  # type: ignore[attr-defined]
+            if not rows:
+                return np.zeros((0, self._config.embedder.dim), dtype=np.float32)
+            return self._index.reconstruct_batch(rows)  # type: ignore[no-any-return]
+
     def _has_column(self, name: str) -> bool:
         meta = self._index._columns.metadata
         return meta is not None and name in meta.column_names

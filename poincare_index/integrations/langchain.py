@@ -1,0 +1,385 @@
+"""LangChain: a ``VectorStore`` on the Poincaré index, a time-aware retriever on ``Memory``, and
+our embedders as LangChain ``Embeddings``. Needs the ``[langchain]`` extra.
+
+- :class:`PoincareVectorStore` takes any LangChain ``Embeddings``; its Euclidean vectors are
+  mapped into the ball as :class:`~poincare_index.embed.CallableEmbedder` maps them (each row
+  scaled to unit length, then ``expmap0``; ``normalize=False`` keeps the norms, ``scale=``
+  multiplies first). Scores are Poincaré distances (lower is nearer); relevance scores are
+  ``exp(-distance)``. Documents live in a :class:`~poincare_index.Memory` (no decay): ``path=``
+  makes the store persistent (every write logged, reopened by the same call), ``save_local`` /
+  ``load_local`` copy it to and from a folder as LangChain's FAISS store does.
+- :class:`MemoryRetriever` replaces LangChain's ``TimeWeightedVectorStoreRetriever``: one
+  ``Memory.search`` ranks by relevance and time together inside the index (its decay policy),
+  and counts the accesses, instead of fetching by similarity and re-ranking in Python.
+- :class:`PoincareEmbeddings` offers our embedders (hashing, MiniLM) as LangChain ``Embeddings``
+  (lists of floats: points in the ball); a store given one uses its points as they are.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+try:
+    from langchain_core.callbacks import CallbackManagerForRetrieverRun
+    from langchain_core.documents import Document
+    from langchain_core.embeddings import Embeddings
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.vectorstores import VectorStore
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "poincare_index.integrations.langchain needs LangChain: pip install 'poincare-index[langchain]'"
+    ) from exc
+
+from ..embed import CallableEmbedder, HashingEmbedder
+from ..memory import Memory
+from ._documents import (
+    decode_metadata,
+    encode_metadata,
+    metadata_filter,
+    mmr_select,
+    resolve_missing,
+    write_copy,
+)
+
+__all__ = ["PoincareVectorStore", "MemoryRetriever", "PoincareEmbeddings"]
+
+
+class PoincareEmbeddings(Embeddings):
+    """One of our embedders (default :class:`~poincare_index.embed.HashingEmbedder`) as a
+    LangChain ``Embeddings``: each text becomes a point in the Poincaré ball."""
+
+    def __init__(self, embedder: Any = None) -> None:
+        self.embedder = embedder if embedder is not None else HashingEmbedder()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.embedder.embed(list(texts)).astype(float).tolist()  # type: ignore[no-any-return]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+
+class PoincareVectorStore(VectorStore):
+    """A LangChain vector store over the Poincaré HNSW index (see the module docstring).
+
+    ``PoincareVectorStore(embedding=<Embeddings>, **index_options)``: ``path`` and ``namespace``
+    (a persistent store), ``M``, ``ef_construction``, ``ef_search``, ``num_threads`` (the index),
+    ``normalize``, ``scale`` (the mapping into the ball), ``dim`` (the embedding's dimension; by
+    default learnt from the first texts added, or from one probe call when ``path`` is given).
+    Filters are dicts on metadata keys with our operators (``$eq $ne $gt $gte $lt $lte $in $nin
+    $exists $not $and $or``) applied inside the search, or a callable on ``Document``.
+    """
+
+    def __init__(
+        self,
+        embedding: Embeddings,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        namespace: str = "default",
+        dim: int | None = None,
+        normalize: bool = True,
+        scale: float = 1.0,
+        M: int = 16,
+        ef_construction: int = 100,
+        ef_search: int = 128,
+        num_threads: int | None = None,
+        fsync: bool = False,
+    ) -> None:
+        if not isinstance(embedding, Embeddings):
+            raise TypeError(f"embedding must be a LangChain Embeddings, got {type(embedding).__name__}")
+        self._embedding = embedding
+        self._normalize, self._scale = normalize, scale
+        self._memory_options: dict[str, Any] = {
+            "path": path, "namespace": namespace, "M": M, "ef_construction": ef_construction,
+            "ef_search": ef_search, "num_threads": num_threads, "fsync": fsync,
+        }  # fmt: skip
+        self._memory: Memory | None = None
+        self._embedder: Any = None
+        if isinstance(embedding, PoincareEmbeddings):
+            self._open(embedding.embedder)
+        elif dim is not None or path is not None:
+            if dim is None and path is not None and namespace in Memory.namespaces(path):
+                dim = Memory.stored_embedder(path, namespace)[1]  # no probe call needed
+            self._open(self._callable_embedder(dim if dim is not None else self._probe_dim()))
+
+    # ---- the Memory underneath ----------------------------------------------------------
+    def _probe_dim(self) -> int:
+        return len(self._embedding.embed_query("dimension probe"))
+
+    def _callable_embedder(self, dim: int) -> CallableEmbedder:
+        cls = type(self._embedding)
+        return CallableEmbedder(
+            self._embedding.embed_documents, int(dim), f"langchain:{cls.__module__}.{cls.__qualname__}",
+            scale=self._scale, normalize=self._normalize,
+        )  # fmt: skip
+
+    def _open(self, embedder: Any) -> Memory:
+        self._embedder = embedder
+        self._memory = Memory(decay=None, embedder=embedder, **self._memory_options)
+        return self._memory
+
+    @property
+    def memory(self) -> Memory | None:
+        """The Memory holding the documents (None until the dimension is known)."""
+        return self._memory
+
+    @property
+    def embeddings(self) -> Embeddings:
+        return self._embedding
+
+    def _embed_documents(self, texts: list[str]) -> np.ndarray:
+        if self._embedder is None:
+            raw = np.asarray(self._embedding.embed_documents(texts), dtype=np.float64)
+            if raw.ndim != 2 or raw.shape[0] != len(texts):
+                raise ValueError(f"the embedding returned shape {raw.shape} for {len(texts)} texts")
+            self._open(self._callable_embedder(raw.shape[1]))
+            return self._embedder.to_ball(raw, len(texts))
+        return self._embedder.embed(texts)
+
+    def _to_ball(self, vector: Sequence[float]) -> np.ndarray:
+        """A query vector of the embedding, in the ball (ours are there already)."""
+        if isinstance(self._embedding, PoincareEmbeddings):
+            return np.asarray([vector], dtype=np.float32)
+        if self._embedder is None:
+            self._open(self._callable_embedder(len(vector)))
+        return self._embedder.to_ball([list(vector)], 1)  # type: ignore[no-any-return]
+
+    # ---- writes -------------------------------------------------------------------------
+    def add_texts(
+        self,
+        texts: Iterable[str],
+        metadatas: list[dict[str, Any]] | None = None,
+        *,
+        ids: list[str | None] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        """Adds (or, for an id already stored, replaces) each text with its metadata; returns
+        the ids (new ones are uuid4 hex). Metadata is validated before anything is written."""
+        texts = list(texts)
+        n = len(texts)
+        for name, given in (("metadatas", metadatas), ("ids", ids)):
+            if given is not None and len(given) != n:
+                raise ValueError(f"{name} has {len(given)} entries for {n} texts")
+        out_ids = [i if i is not None else uuid.uuid4().hex for i in (ids or [None] * n)]
+        for i, doc_id in enumerate(out_ids):
+            if not isinstance(doc_id, str):
+                raise TypeError(f"text {i}: id must be a str, got {type(doc_id).__name__}")
+        encoded = [encode_metadata((metadatas or [None] * n)[i], f"text {i}") for i in range(n)]
+        if n == 0:
+            return []
+        vectors = self._embed_documents(texts)
+        mem = self._memory
+        assert mem is not None
+        last = {doc_id: i for i, doc_id in enumerate(out_ids)}  # an id given twice: the last wins
+        new = [i for doc_id, i in last.items() if doc_id not in mem]
+        if new:
+            mem.add_many(
+                [texts[i] for i in new], [out_ids[i] for i in new],
+                metadata=[encoded[i] for i in new], vectors=vectors[new],
+            )  # fmt: skip
+        for doc_id, i in last.items():
+            if i in new:
+                continue
+            old = mem[doc_id].metadata
+            replacement = {key: None for key in old if key not in encoded[i]} | encoded[i]
+            mem.update(doc_id, texts[i], metadata=replacement, vector=vectors[i])
+        return out_ids
+
+    def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
+        """Deletes the documents with these ids (unknown ids are ignored); None: every one."""
+        mem = self._memory
+        if mem is None:
+            return True
+        if ids is None:
+            mem.delete(filters=lambda r: True)
+            return True
+        ids = list(ids)
+        if any(not isinstance(i, str) for i in ids):
+            raise TypeError("ids must be str")
+        known = [i for i in dict.fromkeys(ids) if i in mem]
+        if known:
+            mem.delete(filters={"id": {"$in": known}})
+        return True
+
+    # ---- reads --------------------------------------------------------------------------
+    def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        """The stored documents among ``ids``, in that order; unknown ids are skipped."""
+        mem = self._memory
+        if mem is None:
+            return []
+        out = []
+        for doc_id in ids:
+            r = mem.get(doc_id)
+            if r is not None:
+                out.append(Document(id=r.id, page_content=r.text, metadata=decode_metadata(r.metadata)))
+        return out
+
+    def similarity_search_with_score_by_vector(
+        self, embedding: list[float], k: int = 4, filter: Any = None, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """The ``k`` nearest documents to an embedding of the store's model, with their
+        Poincaré distances (ascending)."""
+        mem = self._memory
+        if mem is None or len(mem) == 0:
+            return []
+        results = self._search(self._to_ball(embedding), k, filter)
+        return [(_document(r), float(r.distance)) for r in results]
+
+    def _search(self, vector: np.ndarray, k: int, filter: Any) -> list[Any]:
+        mem = self._memory
+        assert mem is not None
+        if callable(filter):
+            condition = filter
+
+            def keep(r: Any) -> bool:
+                return bool(condition(_document(r)))
+
+            filters: Any = keep
+        else:
+            filters = resolve_missing(metadata_filter(filter), mem._has_column)
+        return mem.search(None, k=k, vector=vector, mode="vector", filters=filters, touch=False)
+
+    def similarity_search_with_score(
+        self, query: str, k: int = 4, filter: Any = None, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        if self._memory is None or len(self._memory) == 0:
+            return []
+        return self.similarity_search_with_score_by_vector(
+            self._embedding.embed_query(query), k, filter, **kwargs
+        )
+
+    def similarity_search(self, query: str, k: int = 4, filter: Any = None, **kwargs: Any) -> list[Document]:
+        return [doc for doc, _ in self.similarity_search_with_score(query, k, filter, **kwargs)]
+
+    def similarity_search_by_vector(
+        self, embedding: list[float], k: int = 4, filter: Any = None, **kwargs: Any
+    ) -> list[Document]:
+        return [doc for doc, _ in self.similarity_search_with_score_by_vector(embedding, k, filter, **kwargs)]
+
+    def _select_relevance_score_fn(self) -> Callable[[float], float]:
+        return _relevance_of_distance
+
+    def max_marginal_relevance_search_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: Any = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """``k`` documents among the ``fetch_k`` nearest, chosen for relevance and diversity by
+        Poincaré distance (see :func:`~poincare_index.integrations._documents.mmr_select`)."""
+        mem = self._memory
+        if mem is None or len(mem) == 0:
+            return []
+        query = self._to_ball(embedding)
+        results = self._search(query, max(fetch_k, k), filter)
+        points = mem.vectors([r.id for r in results])
+        picked = mmr_select(query[0], points, k, lambda_mult)
+        return [_document(results[i]) for i in picked]
+
+    def max_marginal_relevance_search(
+        self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, filter: Any = None,
+        **kwargs: Any,
+    ) -> list[Document]:  # fmt: skip
+        if self._memory is None or len(self._memory) == 0:
+            return []
+        return self.max_marginal_relevance_search_by_vector(
+            self._embedding.embed_query(query), k, fetch_k, lambda_mult, filter, **kwargs
+        )
+
+    # ---- construction and files ---------------------------------------------------------
+    @classmethod
+    def from_texts(
+        cls,
+        texts: list[str],
+        embedding: Embeddings,
+        metadatas: list[dict[str, Any]] | None = None,
+        *,
+        ids: list[str] | None = None,
+        **kwargs: Any,
+    ) -> PoincareVectorStore:
+        store = cls(embedding, **kwargs)
+        store.add_texts(texts, metadatas, ids=ids)
+        return store
+
+    def save_local(self, folder_path: str | os.PathLike[str]) -> None:
+        """Writes every document (text, id, metadata, point) as a persistent store in
+        ``folder_path``, which must not hold one yet; ``load_local`` opens it."""
+        target = Path(folder_path)
+        if target.exists() and Memory.namespaces(target):
+            raise FileExistsError(f"{target} already holds a store; save to a new folder")
+        mem = self._memory
+        options = dict(self._memory_options, path=target)
+        if mem is None:
+            raise ValueError("nothing to save: the store has never held a document")
+        write_copy(mem, self._embedder, **options)
+
+    @classmethod
+    def load_local(
+        cls, folder_path: str | os.PathLike[str], embeddings: Embeddings, **kwargs: Any
+    ) -> PoincareVectorStore:
+        """The store ``save_local`` wrote (or any ``path=`` store), opened for writing."""
+        return cls(embeddings, path=folder_path, **kwargs)
+
+    def close(self) -> None:
+        """Closes the Memory (a persistent store is checkpointed and unlocked)."""
+        if self._memory is not None:
+            self._memory.close()
+
+
+def _relevance_of_distance(d: float) -> float:
+    return float(np.exp(-d))
+
+
+def _document(result: Any) -> Document:
+    return Document(id=result.id, page_content=result.text, metadata=decode_metadata(result.metadata))
+
+
+class MemoryRetriever(BaseRetriever):
+    """LangChain retriever over a :class:`~poincare_index.Memory`: ``Memory.search`` with the
+    store's decay policy (or ``decay=`` here), so recency and relevance are ranked together in
+    one call inside the index, as ``TimeWeightedVectorStoreRetriever`` ranks them by hand.
+
+    Each document's metadata holds the memory's own metadata plus ``id``, ``t`` (when it was
+    stored, aware UTC), ``access_count`` and ``score``. ``touch=True`` (the default, as the
+    Memory's) counts each retrieval, which raises a retrieved memory under an access-based
+    policy such as ``Ebbinghaus``. ``at_time``: the time to rank at (default now). ``decay``
+    and ``time_coef`` override the store's for this retriever (None: the store's;
+    ``time_coef=0`` ranks by relevance alone).
+    """
+
+    memory: Any
+    k: int = 4
+    mode: str = "vector"
+    decay: Any = None
+    time_coef: float | None = None
+    touch: bool = True
+    at_time: Any = None
+    filters: Any = None
+
+    model_config = {"arbitrary_types_allowed": True}
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        options: dict[str, Any] = {}
+        if self.decay is not None:
+            options["decay"] = self.decay
+        if self.time_coef is not None:
+            options["time_coef"] = self.time_coef
+        results = self.memory.search(
+            query, k=self.k, mode=self.mode, touch=self.touch, at_time=self.at_time,
+            filters=self.filters, **options,
+        )  # fmt: skip
+        out = []
+        for r in results:
+            extra = {"id": r.id, "t": r.t, "access_count": r.access_count, "score": r.score}
+            out.append(Document(id=r.id, page_content=r.text, metadata={**r.metadata, **extra}))
+        return out

@@ -1,0 +1,340 @@
+"""LlamaIndex: ``PoincareVectorStore``, a ``BasePydanticVectorStore`` on the Poincaré index.
+Needs the ``[llama-index]`` extra.
+
+Nodes arrive with their embeddings (LlamaIndex embeds them), Euclidean vectors that are mapped
+into the ball as :class:`~poincare_index.embed.CallableEmbedder` maps them (unit length, then
+``expmap0``; ``normalize=False`` keeps the norms, ``scale=`` multiplies first). The nodes live in
+a :class:`~poincare_index.Memory` without decay, text included (``stores_text``), so
+``VectorStoreIndex`` needs no separate docstore; ``path=`` makes it persistent, ``persist`` /
+``from_persist_path`` copy it as LlamaIndex's ``SimpleVectorStore`` does.
+
+Query modes: ``DEFAULT`` (vector; similarities ``exp(-Poincaré distance)``), ``MMR``
+(``mmr_threshold`` is the relevance weight, default 0.5), ``TEXT_SEARCH`` (BM25 on
+``query_str``; similarities are the BM25 scores) and ``HYBRID`` (our fusion; ``alpha`` 1 is
+vector only, 0 keyword only; similarities are the fused scores in [0, 1]). ``MetadataFilters``
+become our filters inside the search; operators without an equivalent are refused by name.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+try:
+    from llama_index.core.bridge.pydantic import PrivateAttr
+    from llama_index.core.schema import BaseNode, MetadataMode
+    from llama_index.core.vector_stores.types import (
+        BasePydanticVectorStore,
+        FilterCondition,
+        FilterOperator,
+        MetadataFilter,
+        MetadataFilters,
+        VectorStoreQuery,
+        VectorStoreQueryMode,
+        VectorStoreQueryResult,
+    )
+    from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "poincare_index.integrations.llama_index needs LlamaIndex: pip install 'poincare-index[llama-index]'"
+    ) from exc
+
+from ..embed import CallableEmbedder
+from ..memory import Memory
+from ._documents import PREFIX, decode_metadata, encode_metadata, mmr_select, resolve_missing, write_copy
+
+__all__ = ["PoincareVectorStore", "metadata_filters_to_dict"]
+
+_EMBEDDER_NAME = "llama-index:node-embeddings"
+_OPERATORS = {
+    FilterOperator.EQ: "$eq", FilterOperator.NE: "$ne", FilterOperator.GT: "$gt",
+    FilterOperator.GTE: "$gte", FilterOperator.LT: "$lt", FilterOperator.LTE: "$lte",
+    FilterOperator.IN: "$in", FilterOperator.NIN: "$nin",
+}  # fmt: skip
+
+
+def _no_embedding(texts: list[str]) -> Any:
+    raise ValueError("the LlamaIndex store embeds nothing itself: nodes must carry their embeddings")
+
+
+def metadata_filters_to_dict(filters: MetadataFilters | None) -> dict[str, Any] | None:
+    """LlamaIndex ``MetadataFilters`` as our dict filter on the stored metadata columns. ``==``
+    ``!=`` ``>`` ``>=`` ``<`` ``<=`` ``in`` ``nin`` ``is_empty`` and the conditions and / or /
+    not map one to one; ``any`` ``all`` ``contains`` (array values) and ``text_match`` are
+    refused with a ValueError naming them: array values are kept but not indexed for filters."""
+    if filters is None:
+        return None
+    parts = []
+    for f in filters.filters:
+        if isinstance(f, MetadataFilters):
+            sub = metadata_filters_to_dict(f)
+            if sub is not None:
+                parts.append(sub)
+            continue
+        parts.append(_one_filter(f))
+    if not parts:
+        return None
+    condition = filters.condition or FilterCondition.AND
+    if condition == FilterCondition.AND:
+        return parts[0] if len(parts) == 1 else {"$and": parts}
+    if condition == FilterCondition.OR:
+        return parts[0] if len(parts) == 1 else {"$or": parts}
+    if condition == FilterCondition.NOT:
+        return _negate(parts[0] if len(parts) == 1 else {"$and": parts})
+    raise ValueError(f"filter condition {condition!r} is not supported")
+
+
+def _negate(condition: dict[str, Any]) -> dict[str, Any]:
+    """not(condition): a field condition negated with $not; and/or by De Morgan."""
+    if "$and" in condition:
+        return {"$or": [_negate(c) for c in condition["$and"]]}
+    if "$or" in condition:
+        return {"$and": [_negate(c) for c in condition["$or"]]}
+    (field, test), *rest = condition.items()
+    if rest:
+        return {"$or": [_negate({k: v}) for k, v in condition.items()]}
+    if not isinstance(test, dict):
+        test = {"$eq": test}
+    return {field: {"$not": test}}
+
+
+def _one_filter(f: MetadataFilter) -> dict[str, Any]:
+    column = PREFIX + f.key
+    if f.operator in _OPERATORS:
+        value = list(f.value) if f.operator in (FilterOperator.IN, FilterOperator.NIN) else f.value
+        return {column: {_OPERATORS[f.operator]: value}}
+    if f.operator == FilterOperator.IS_EMPTY:
+        return {column: {"$exists": False}}
+    raise ValueError(
+        f"metadata filter operator {f.operator.value!r} (on {f.key!r}) is not supported: array "
+        "values are stored but not indexed for filters, and text matching is the TEXT_SEARCH mode"
+    )
+
+
+class PoincareVectorStore(BasePydanticVectorStore):
+    """A LlamaIndex vector store over the Poincaré HNSW index (see the module docstring).
+
+    ``PoincareVectorStore(dim=None, path=None, namespace="default", normalize=True, scale=1.0,
+    M=16, ef_construction=100, ef_search=128, num_threads=None)``: with ``dim=None`` the
+    dimension is taken from the first node added (or from the store at ``path``).
+    """
+
+    stores_text: bool = True
+    flat_metadata: bool = False
+
+    dim: int | None = None
+    path: str | None = None
+    namespace: str = "default"
+    normalize: bool = True
+    scale: float = 1.0
+    M: int = 16
+    ef_construction: int = 100
+    ef_search: int = 128
+    num_threads: int | None = None
+
+    _memory: Any = PrivateAttr(default=None)
+    _embedder: Any = PrivateAttr(default=None)
+
+    def __init__(self, dim: int | None = None, path: str | os.PathLike[str] | None = None, **kwargs: Any):
+        super().__init__(dim=dim, path=None if path is None else str(path), **kwargs)
+        if self.path is not None and Memory.namespaces(self.path).count(self.namespace):
+            name, stored_dim = Memory.stored_embedder(self.path, self.namespace)
+            if self.dim is not None and self.dim != stored_dim:
+                raise ValueError(f"dim={self.dim}, but the store at {self.path} holds dimension {stored_dim}")
+            self._open(stored_dim)
+        elif self.dim is not None:
+            self._open(self.dim)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "PoincareVectorStore"
+
+    def _open(self, dim: int) -> None:
+        self._embedder = CallableEmbedder(
+            _no_embedding, int(dim), _EMBEDDER_NAME, scale=self.scale, normalize=self.normalize
+        )
+        self.dim = int(dim)
+        self._memory = Memory(
+            decay=None, embedder=self._embedder, path=self.path, namespace=self.namespace, M=self.M,
+            ef_construction=self.ef_construction, ef_search=self.ef_search, num_threads=self.num_threads,
+        )  # fmt: skip
+
+    @property
+    def client(self) -> Memory | None:
+        """The Memory holding the nodes (None until the dimension is known)."""
+        return self._memory
+
+    # ---- writes -------------------------------------------------------------------------
+    def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
+        """Adds the nodes (replacing any with the same node_id); returns their ids."""
+        nodes = list(nodes)
+        if not nodes:
+            return []
+        raw = []
+        for i, node in enumerate(nodes):
+            emb = node.embedding
+            if emb is None:
+                raise ValueError(f"node {i} ({node.node_id}) has no embedding")
+            raw.append(emb)
+        raw_arr = np.asarray(raw, dtype=np.float64)
+        if raw_arr.ndim != 2:
+            raise ValueError("node embeddings differ in length")
+        if self._memory is None:
+            self._open(raw_arr.shape[1])
+        points = self._embedder.to_ball(raw_arr, len(nodes))
+        texts = [node.get_content(metadata_mode=MetadataMode.NONE) for node in nodes]
+        metas = [
+            encode_metadata(node_to_metadata_dict(node, remove_text=True, flat_metadata=False), f"node {i}")
+            for i, node in enumerate(nodes)
+        ]
+        ids = [node.node_id for node in nodes]
+        mem = self._memory
+        last = {node_id: i for i, node_id in enumerate(ids)}
+        new = [i for node_id, i in last.items() if node_id not in mem]
+        if new:
+            mem.add_many(
+                [texts[i] for i in new], [ids[i] for i in new], metadata=[metas[i] for i in new],
+                vectors=points[new],
+            )  # fmt: skip
+        for node_id, i in last.items():
+            if i not in new:
+                old = mem[node_id].metadata
+                replacement = {key: None for key in old if key not in metas[i]} | metas[i]
+                mem.update(node_id, texts[i], metadata=replacement, vector=points[i])
+        return ids
+
+    def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        """Deletes every node of the source document ``ref_doc_id``."""
+        if not isinstance(ref_doc_id, str):
+            raise TypeError(f"ref_doc_id must be a str, got {type(ref_doc_id).__name__}")
+        mem = self._memory
+        if mem is not None and len(mem):
+            mem.delete(filters=resolve_missing({PREFIX + "ref_doc_id": ref_doc_id}, mem._has_column))
+
+    def delete_nodes(
+        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
+    ) -> None:
+        """Deletes the nodes with these ids that match ``filters`` (either may be None)."""
+        mem = self._memory
+        if mem is None or len(mem) == 0 or (node_ids is None and filters is None):
+            return
+        condition = self._condition(node_ids, filters)
+        if condition is not None:
+            mem.delete(filters=condition)
+
+    def clear(self) -> None:
+        if self._memory is not None and len(self._memory):
+            self._memory.delete(filters=lambda r: True)
+
+    def _condition(self, node_ids: Sequence[str] | None, filters: MetadataFilters | None) -> Any:
+        parts = []
+        if node_ids is not None:
+            parts.append({"id": {"$in": [str(i) for i in node_ids]}})
+        mapped = metadata_filters_to_dict(filters)
+        if mapped is not None:
+            parts.append(mapped)
+        if not parts:
+            return None
+        condition = parts[0] if len(parts) == 1 else {"$and": parts}
+        return resolve_missing(condition, self._memory._has_column)
+
+    # ---- reads --------------------------------------------------------------------------
+    def get_nodes(
+        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None
+    ) -> list[BaseNode]:
+        mem = self._memory
+        if mem is None or len(mem) == 0:
+            return []
+        return [self._node(r) for r in mem.list(self._condition(node_ids or None, filters))]
+
+    def _node(self, result: Any) -> BaseNode:
+        node = metadata_dict_to_node(decode_metadata(result.metadata), text=result.text)
+        return node
+
+    def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        mem = self._memory
+        if mem is None or len(mem) == 0:
+            return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
+        k = query.similarity_top_k
+        # An empty node_ids / doc_ids list restricts nothing (VectorStoreIndex passes one).
+        condition = self._condition(query.node_ids or None, query.filters)
+        if query.doc_ids:
+            by_doc = resolve_missing({PREFIX + "ref_doc_id": {"$in": list(query.doc_ids)}}, mem._has_column)
+            condition = by_doc if condition is None else {"$and": [condition, by_doc]}
+        mode = query.mode
+        if mode in (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.MMR):
+            point = self._query_point(query)
+            fetch = k if mode == VectorStoreQueryMode.DEFAULT else max(4 * k, 20)
+            results = mem.search(None, k=fetch, vector=point, mode="vector", filters=condition, touch=False)
+            if mode == VectorStoreQueryMode.MMR and results:
+                weight = 0.5 if query.mmr_threshold is None else float(query.mmr_threshold)
+                picked = mmr_select(point[0], mem.vectors([r.id for r in results]), k, weight)
+                results = [results[i] for i in picked]
+            similarities = [float(np.exp(-r.distance)) for r in results]
+        elif mode in (VectorStoreQueryMode.TEXT_SEARCH, VectorStoreQueryMode.HYBRID):
+            if not query.query_str:
+                raise ValueError(f"query mode {mode.value!r} needs query_str")
+            if mode == VectorStoreQueryMode.TEXT_SEARCH:
+                results = mem.search(query.query_str, k=k, mode="keyword", filters=condition, touch=False,
+                                     vector=np.zeros((1, self.dim or 1), dtype=np.float32))  # fmt: skip
+            else:
+                alpha = 0.5 if query.alpha is None else float(query.alpha)
+                results = mem.search(
+                    query.query_str, k=query.hybrid_top_k or k, mode="hybrid", filters=condition, touch=False,
+                    vector=self._query_point(query), keyword_weight=1.0 - alpha,
+                )  # fmt: skip
+            similarities = [float(np.exp(r.relevance)) for r in results]
+        else:
+            raise ValueError(
+                f"query mode {mode.value!r} is not supported: use default, mmr, text_search or hybrid"
+            )
+        nodes = [self._node(r) for r in results]
+        return VectorStoreQueryResult(nodes=nodes, similarities=similarities, ids=[r.id for r in results])
+
+    def _query_point(self, query: VectorStoreQuery) -> np.ndarray:
+        if query.query_embedding is None:
+            raise ValueError("this query mode needs query_embedding")
+        return self._embedder.to_ball([list(query.query_embedding)], 1)  # type: ignore[no-any-return]
+
+    # ---- files --------------------------------------------------------------------------
+    def persist(self, persist_path: str, fs: Any = None) -> None:
+        """Writes the nodes as a store at ``persist_path`` (a directory; an older one there is
+        replaced only once the new one is complete). The store's own ``path`` is checkpointed."""
+        if fs is not None and type(fs).__name__ != "LocalFileSystem":
+            raise ValueError("persist writes to the local file system only")
+        mem = self._memory
+        if mem is None:
+            return
+        target = Path(persist_path)
+        if self.path is not None and target.resolve() == (Path(self.path) / "").resolve():
+            mem.checkpoint()
+            return
+        staging = target.with_name(f"{target.name}.tmp-{uuid.uuid4().hex}")
+        write_copy(
+            mem, self._embedder, staging, namespace=self.namespace, M=self.M,
+            ef_construction=self.ef_construction, ef_search=self.ef_search,
+        )  # fmt: skip
+        old = None
+        if target.exists():
+            old = target.with_name(f"{target.name}.old-{uuid.uuid4().hex}")
+            target.rename(old)
+        staging.rename(target)
+        if old is not None:
+            shutil.rmtree(old)
+
+    @classmethod
+    def from_persist_path(cls, persist_path: str, fs: Any = None, **kwargs: Any) -> PoincareVectorStore:
+        """The store ``persist`` wrote, opened for writing."""
+        if not Path(persist_path).is_dir():
+            raise FileNotFoundError(f"no store at {persist_path}")
+        return cls(path=persist_path, **kwargs)
+
+    def close(self) -> None:
+        if self._memory is not None:
+            self._memory.close()
