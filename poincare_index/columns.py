@@ -322,7 +322,7 @@ class ColumnStore:
         old = self._meta if self._meta is not None else _null_table(metadata.schema, self._n)
         new = metadata if metadata is not None else _null_table(old.schema, m)
         try:
-            return pa.concat_tables([old, new], promote_options="default")
+            return _merge_small_chunks(pa.concat_tables([old, new], promote_options="default"))
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
             raise ValueError(f"metadata does not match the existing columns: {exc}") from None
 
@@ -570,6 +570,22 @@ def check_metadata_times(table: pa.Table) -> None:
         lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
         if lo is not None and (lo * us_per < _DATETIME_MIN_US or hi * us_per > _DATETIME_MAX_US):
             raise ValueError(f"metadata column {field.name!r} holds a time outside the years 1..9999")
+
+
+def _merge_small_chunks(table: pa.Table) -> pa.Table:
+    """The table with its trailing chunks merged while a chunk is no larger than twice the one
+    after it, so n appends leave O(log n) chunks (each row copied O(log n) times in all). One
+    chunk per append made every ``take`` of search results walk thousands of chunks (0.3-2 ms
+    per search at 100,000 rows added in batches)."""
+    batches = table.to_batches()
+    if len(batches) < 2:
+        return table
+    merged = False
+    while len(batches) >= 2 and batches[-2].num_rows <= 2 * batches[-1].num_rows:
+        tail = pa.Table.from_batches(batches[-2:], schema=table.schema).combine_chunks()
+        batches[-2:] = tail.to_batches() or [pa.RecordBatch.from_pylist([], schema=table.schema)]
+        merged = True
+    return pa.Table.from_batches(batches, schema=table.schema) if merged else table
 
 
 def _null_table(schema: pa.Schema, rows: int) -> pa.Table:

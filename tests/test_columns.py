@@ -218,3 +218,27 @@ def test_access_counts_are_touched_only_through_the_atomic_helpers():
         if pattern.search(line)
     ]
     assert not offenders, offenders
+
+
+def test_metadata_appends_keep_few_chunks_and_every_value():
+    import math
+
+    from poincare_index.columns import ColumnStore
+
+    store = ColumnStore()
+    want = []
+    rng = np.random.default_rng(5)
+    for i in range(600):
+        n = int(rng.integers(1, 4))
+        meta = {"i": list(range(len(want), len(want) + n))}
+        if i > 300:
+            meta["late"] = [f"x{i}"] * n  # a column that appears later: null before
+        ids = np.arange(len(want), len(want) + n, dtype=np.int64)
+        store.append(ids, np.zeros(n, np.int64), np.zeros(n, np.int64),
+                     np.full(n, np.iinfo(np.int64).max), pa.table(meta))  # fmt: skip
+        want.extend(meta["i"])
+    table = store.metadata
+    assert len(table.to_batches()) <= 2 * math.log2(len(want)) + 2
+    assert table.column("i").to_pylist() == want
+    late = table.column("late").to_pylist()
+    assert late[0] is None and late[-1] == "x599"
