@@ -196,3 +196,23 @@ def test_upsert_delete_nodes_clear_and_dimension_checks(tmp_path):
     reopened.clear()
     assert reopened.get_nodes() == []
     reopened.close()
+
+
+def test_our_embedder_as_a_llama_index_model_with_points_used_as_given():
+    from poincare_index.integrations.llama_index import PoincareEmbedding
+
+    model = PoincareEmbedding()
+    store = PoincareVectorStore(input_space="ball")
+    ctx = StorageContext.from_defaults(vector_store=store)
+    docs = [Document(text=t, id_=t) for t in ["tokyo sushi", "berlin bread", "paris cheese"]]
+    index = VectorStoreIndex.from_documents(docs, storage_context=ctx, embed_model=model)
+    [hit] = index.as_retriever(similarity_top_k=1).retrieve("tokyo sushi")
+    assert hit.node.text == "tokyo sushi" and hit.score == pytest.approx(1.0, abs=1e-5)  # distance 0
+    point = np.asarray(model.get_text_embedding("berlin bread"))
+    assert np.linalg.norm(point) < 1
+    np.testing.assert_allclose(store.client.vectors([store.client.list()[1].id])[0], point, rtol=1e-6)
+    outside = TextNode(id_="bad", text="x", embedding=(point / np.linalg.norm(point) * 1.5).tolist())
+    with pytest.raises(ValueError, match="ball|outside"):
+        store.add([outside])
+    with pytest.raises(ValueError, match="input_space"):
+        PoincareVectorStore(input_space="hyperbolic")

@@ -8,6 +8,10 @@ a :class:`~poincare_index.Memory` without decay, text included (``stores_text``)
 ``VectorStoreIndex`` needs no separate docstore; ``path=`` makes it persistent, ``persist`` /
 ``from_persist_path`` copy it as LlamaIndex's ``SimpleVectorStore`` does.
 
+Our own embedders work as LlamaIndex embedding models through :class:`PoincareEmbedding`; their
+vectors are points in the ball already, so give the store ``input_space="ball"`` to use them as
+they are.
+
 Query modes: ``DEFAULT`` (vector; similarities ``exp(-Poincaré distance)``), ``MMR``
 (``mmr_threshold`` is the relevance weight, default 0.5), ``TEXT_SEARCH`` (BM25 on
 ``query_str``; similarities are the BM25 scores) and ``HYBRID`` (our fusion; ``alpha`` 1 is
@@ -27,6 +31,7 @@ from typing import Any
 import numpy as np
 
 try:
+    from llama_index.core.base.embeddings.base import BaseEmbedding
     from llama_index.core.bridge.pydantic import PrivateAttr
     from llama_index.core.schema import BaseNode, MetadataMode
     from llama_index.core.vector_stores.types import (
@@ -49,7 +54,7 @@ from ..embed import CallableEmbedder
 from ..memory import Memory
 from ._documents import PREFIX, decode_metadata, encode_metadata, mmr_select, resolve_missing, write_copy
 
-__all__ = ["PoincareVectorStore", "metadata_filters_to_dict"]
+__all__ = ["PoincareVectorStore", "PoincareEmbedding", "metadata_filters_to_dict"]
 
 _EMBEDDER_NAME = "llama-index:node-embeddings"
 _OPERATORS = {
@@ -57,6 +62,36 @@ _OPERATORS = {
     FilterOperator.GTE: "$gte", FilterOperator.LT: "$lt", FilterOperator.LTE: "$lte",
     FilterOperator.IN: "$in", FilterOperator.NIN: "$nin",
 }  # fmt: skip
+
+
+class PoincareEmbedding(BaseEmbedding):
+    """One of our embedders (default :class:`~poincare_index.embed.HashingEmbedder`) as a
+    LlamaIndex embedding model: each text becomes a point in the Poincaré ball. Pair it with
+    ``PoincareVectorStore(input_space="ball")``."""
+
+    _embedder: Any = PrivateAttr(default=None)
+
+    def __init__(self, embedder: Any = None, **kwargs: Any) -> None:
+        from ..embed import HashingEmbedder
+
+        super().__init__(model_name=getattr(embedder, "name", "hashing"), **kwargs)
+        self._embedder = embedder if embedder is not None else HashingEmbedder()
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "PoincareEmbedding"
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        return self._embedder.embed(list(texts)).astype(float).tolist()  # type: ignore[no-any-return]
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._get_text_embeddings([text])[0]
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._get_text_embedding(query)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._get_query_embedding(query)
 
 
 def _no_embedding(texts: list[str]) -> Any:
@@ -121,8 +156,10 @@ class PoincareVectorStore(BasePydanticVectorStore):
     """A LlamaIndex vector store over the Poincaré HNSW index (see the module docstring).
 
     ``PoincareVectorStore(dim=None, path=None, namespace="default", normalize=True, scale=1.0,
-    M=16, ef_construction=100, ef_search=128, num_threads=None)``: with ``dim=None`` the
-    dimension is taken from the first node added (or from the store at ``path``).
+    input_space="euclidean", M=16, ef_construction=100, ef_search=128, num_threads=None)``: with
+    ``dim=None`` the dimension is taken from the first node added (or from the store at
+    ``path``); ``input_space="ball"`` takes node and query embeddings as points in the ball (from
+    :class:`PoincareEmbedding`), checked to lie inside it, instead of mapping them there.
     """
 
     stores_text: bool = True
@@ -133,6 +170,7 @@ class PoincareVectorStore(BasePydanticVectorStore):
     namespace: str = "default"
     normalize: bool = True
     scale: float = 1.0
+    input_space: str = "euclidean"
     M: int = 16
     ef_construction: int = 100
     ef_search: int = 128
@@ -143,6 +181,8 @@ class PoincareVectorStore(BasePydanticVectorStore):
 
     def __init__(self, dim: int | None = None, path: str | os.PathLike[str] | None = None, **kwargs: Any):
         super().__init__(dim=dim, path=None if path is None else str(path), **kwargs)
+        if self.input_space not in ("euclidean", "ball"):
+            raise ValueError(f"input_space must be 'euclidean' or 'ball', got {self.input_space!r}")
         if self.path is not None and Memory.namespaces(self.path).count(self.namespace):
             name, stored_dim = Memory.stored_embedder(self.path, self.namespace)
             if self.dim is not None and self.dim != stored_dim:
@@ -187,7 +227,7 @@ class PoincareVectorStore(BasePydanticVectorStore):
             raise ValueError("node embeddings differ in length")
         if self._memory is None:
             self._open(raw_arr.shape[1])
-        points = self._embedder.to_ball(raw_arr, len(nodes))
+        points = self._points(raw_arr)
         texts = [node.get_content(metadata_mode=MetadataMode.NONE) for node in nodes]
         metas = [
             encode_metadata(node_to_metadata_dict(node, remove_text=True, flat_metadata=False), f"node {i}")
@@ -300,7 +340,16 @@ class PoincareVectorStore(BasePydanticVectorStore):
     def _query_point(self, query: VectorStoreQuery) -> np.ndarray:
         if query.query_embedding is None:
             raise ValueError("this query mode needs query_embedding")
-        return self._embedder.to_ball([list(query.query_embedding)], 1)  # type: ignore[no-any-return]
+        return self._points(np.asarray([query.query_embedding], dtype=np.float64))
+
+    def _points(self, raw: np.ndarray) -> np.ndarray:
+        """Embeddings as points in the ball: mapped there, or (input_space="ball") as given;
+        the index refuses a point outside the ball by row."""
+        if self.input_space == "ball":
+            if raw.shape[1] != self.dim:
+                raise ValueError(f"embeddings have dimension {raw.shape[1]}, the store has {self.dim}")
+            return raw.astype(np.float32)
+        return self._embedder.to_ball(raw, raw.shape[0])  # type: ignore[no-any-return]
 
     # ---- files --------------------------------------------------------------------------
     def persist(self, persist_path: str, fs: Any = None) -> None:
