@@ -79,10 +79,13 @@ std::size_t pack_chunk(const VectorStorage& storage, std::size_t first_slot, std
   return n_tiles;
 }
 
+// Scans the slots [first_slot, end_slot) against every query, tile by tile, and calls
+// hit(query, slot, rank, err) for each live slot whose lower bound rank - err reaches the
+// query's threshold tau_of(query) (read before each tile: a k-NN threshold shrinks as it goes).
+template <typename TauOf, typename Hit>
 void scan_chunk(const VectorStorage& storage, const std::vector<PreparedQuery>& queries,
-                std::size_t k, std::size_t first_slot, std::size_t end_slot,
-                std::vector<float>& packed, std::vector<metric::TileInfo>& infos,
-                std::vector<QueryState>& states) {
+                std::size_t first_slot, std::size_t end_slot, std::vector<float>& packed,
+                std::vector<metric::TileInfo>& infos, const TauOf& tau_of, const Hit& hit) {
   using metric::kTileWidth;
   const std::size_t dim = storage.dim();
   const std::size_t n_tiles = pack_chunk(storage, first_slot, end_slot, packed, infos);
@@ -103,7 +106,7 @@ void scan_chunk(const VectorStorage& storage, const std::vector<PreparedQuery>& 
         const std::size_t ng = std::min(metric::kMaxTileQueries, qb_end - q0);
         for (std::size_t i = 0; i < ng; ++i) {
           group[i] = queries[q0 + i].tile;
-          group[i].tau = states[q0 + i].tau;
+          group[i].tau = tau_of(q0 + i);
         }
         scan_tile(group, ng, packed.data() + t * kTileWidth * dim, infos[t], dim, rank, err, mask);
         for (std::size_t i = 0; i < ng; ++i) {
@@ -111,46 +114,10 @@ void scan_chunk(const VectorStorage& storage, const std::vector<PreparedQuery>& 
             const unsigned j = static_cast<unsigned>(__builtin_ctz(m));
             const std::size_t slot = tile_first + j;
             if (deleted[slot]) continue;
-            states[q0 + i].consider(static_cast<std::uint32_t>(slot), rank[i * kTileWidth + j],
-                                    err[i * kTileWidth + j], k);
+            hit(q0 + i, static_cast<std::uint32_t>(slot), rank[i * kTileWidth + j],
+                err[i * kTileWidth + j]);
           }
         }
-      }
-    }
-  }
-}
-
-// The range scan of one chunk: every live slot whose rank's lower bound reaches the query's
-// fixed threshold is a candidate (decided later in float64).
-void range_scan_chunk(const VectorStorage& storage, const std::vector<PreparedQuery>& queries,
-                      std::size_t first_slot, std::size_t end_slot, std::vector<float>& packed,
-                      std::vector<metric::TileInfo>& infos,
-                      std::vector<std::vector<std::uint32_t>>& candidates) {
-  using metric::kTileWidth;
-  const std::size_t dim = storage.dim();
-  const std::size_t n_tiles = pack_chunk(storage, first_slot, end_slot, packed, infos);
-  const auto scan_tile = metric::kernels().scan_tile;
-  const std::uint8_t* deleted = storage.deleted_flags();
-  metric::TileQuery group[metric::kMaxTileQueries];
-  float rank[metric::kMaxTileQueries * kTileWidth];
-  float err[metric::kMaxTileQueries * kTileWidth];
-  std::uint32_t mask[metric::kMaxTileQueries];
-  constexpr std::size_t kBlock = 256;  // queries whose coordinates stay in cache together
-  for (std::size_t qb = 0; qb < queries.size(); qb += kBlock) {
-    const std::size_t qb_end = std::min(queries.size(), qb + kBlock);
-    for (std::size_t t = 0; t < n_tiles; ++t) {
-      const std::size_t tile_first = first_slot + t * kTileWidth;
-      const std::size_t lanes = std::min(kTileWidth, end_slot - tile_first);
-      const std::uint32_t valid = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1u);
-      for (std::size_t q0 = qb; q0 < qb_end; q0 += metric::kMaxTileQueries) {
-        const std::size_t ng = std::min(metric::kMaxTileQueries, qb_end - q0);
-        for (std::size_t i = 0; i < ng; ++i) group[i] = queries[q0 + i].tile;
-        scan_tile(group, ng, packed.data() + t * kTileWidth * dim, infos[t], dim, rank, err, mask);
-        for (std::size_t i = 0; i < ng; ++i)
-          for (std::uint32_t m = mask[i] & valid; m != 0; m &= m - 1) {
-            const std::size_t slot = tile_first + static_cast<unsigned>(__builtin_ctz(m));
-            if (!deleted[slot]) candidates[q0 + i].push_back(static_cast<std::uint32_t>(slot));
-          }
       }
     }
   }
@@ -189,7 +156,11 @@ RangeHits flat_range_search(const VectorStorage& storage, const float* queries, 
   std::vector<Buffers> buffers(static_cast<std::size_t>(workers));
   pool.parallel_for(n_chunks, [&](std::size_t ci, int w) {
     const std::size_t first = ci * chunk, end = std::min(n, first + chunk);
-    range_scan_chunk(storage, prepared, first, end, buffers[w].packed, buffers[w].infos, found[w]);
+    auto& mine = found[w];
+    scan_chunk(
+        storage, prepared, first, end, buffers[w].packed, buffers[w].infos,
+        [&](std::size_t qi) { return prepared[qi].tile.tau; },
+        [&](std::size_t qi, std::uint32_t slot, float, float) { mine[qi].push_back(slot); });
   });
   std::vector<std::vector<std::pair<double, std::int64_t>>> hits(nq);
   pool.parallel_for(nq, [&](std::size_t qi, int) {
@@ -241,7 +212,13 @@ void flat_search(const VectorStorage& storage, const float* queries, std::size_t
   std::vector<Buffers> buffers(static_cast<std::size_t>(workers));
   pool.parallel_for(n_chunks, [&](std::size_t ci, int w) {
     const std::size_t first = ci * chunk, end = std::min(n, first + chunk);
-    scan_chunk(storage, prepared, k, first, end, buffers[w].packed, buffers[w].infos, states[w]);
+    auto& mine = states[w];
+    scan_chunk(
+        storage, prepared, first, end, buffers[w].packed, buffers[w].infos,
+        [&](std::size_t qi) { return mine[qi].tau; },
+        [&](std::size_t qi, std::uint32_t slot, float rank, float err) {
+          mine[qi].consider(slot, rank, err, k);
+        });
   });
 
   // Merge the workers' views per query: tau is the k-th smallest upper bound over all of them.

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
+
+import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -24,25 +27,16 @@ def test_api_tour_and_faiss_examples_run(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().out.split() == ["32", "0"]
 
 
-def test_langchain_example_runs(tmp_path, monkeypatch, capsys):
-    import os
-
-    import pytest
-
-    if not os.environ.get("CI"):
-        pytest.importorskip("langchain_core")
-    monkeypatch.chdir(tmp_path)  # save_local writes to the working directory
-    exec(_block_after("## Use it from LangChain"), {})
-    assert capsys.readouterr().out.strip() == "d1 {'team': 'infra', 'sev': 2}"
-
-
-def test_llama_index_example_runs(tmp_path, monkeypatch, capsys):
-    import os
-
-    import pytest
-
-    if not os.environ.get("CI"):
-        pytest.importorskip("llama_index.core")
-    monkeypatch.chdir(tmp_path)  # persist writes to the working directory
-    exec(_block_after("## Use it from LlamaIndex"), {})
-    assert capsys.readouterr().out.strip() == "[3, 4]"
+@pytest.mark.parametrize(
+    ("heading", "module", "printed"),
+    [
+        ("## Use it from LangChain", "langchain_core", "d1 {'team': 'infra', 'sev': 2}"),
+        ("## Use it from LlamaIndex", "llama_index.core", "[3, 4]"),
+    ],
+)
+def test_framework_examples_run(heading, module, printed, tmp_path, monkeypatch, capsys):
+    if not os.environ.get("CI"):  # CI installs the extras: a missing one fails there
+        pytest.importorskip(module)
+    monkeypatch.chdir(tmp_path)  # the examples save to the working directory
+    exec(_block_after(heading), {})
+    assert capsys.readouterr().out.strip() == printed
