@@ -162,7 +162,7 @@ RangeHits flat_range_search(const VectorStorage& storage, const float* queries, 
         [&](std::size_t qi) { return prepared[qi].tile.tau; },
         [&](std::size_t qi, std::uint32_t slot, float, float) { mine[qi].push_back(slot); });
   });
-  std::vector<std::vector<std::pair<double, std::int64_t>>> hits(nq);
+  std::vector<std::vector<std::pair<float, std::int64_t>>> hits(nq);
   pool.parallel_for(nq, [&](std::size_t qi, int) {
     const float* q = queries + qi * dim;
     const auto l2sq_f64 = metric::kernels().l2sq_f64;
@@ -170,8 +170,10 @@ RangeHits flat_range_search(const VectorStorage& storage, const float* queries, 
       for (const std::uint32_t s : per_worker[qi]) {
         const double delta =
             l2sq_f64(q, storage.vector(s), dim) * prepared[qi].factor * storage.factor(s);
-        const double d = metric::distance_from_delta(delta, c);
-        if (d < radius) hits[qi].emplace_back(d, storage.id(s));
+        // Decided on the reported float32 distance, as the graph's range search decides on its
+        // k-NN distances: every reported D is < radius and both paths agree.
+        const float d = static_cast<float>(metric::distance_from_delta(delta, c));
+        if (static_cast<double>(d) < radius) hits[qi].emplace_back(d, storage.id(s));
       }
     std::sort(hits[qi].begin(), hits[qi].end());
   });
@@ -182,7 +184,7 @@ RangeHits flat_range_search(const VectorStorage& storage, const float* queries, 
   out.I.reserve(out.lims[nq]);
   for (const auto& h : hits)
     for (const auto& [d, id] : h) {
-      out.D.push_back(static_cast<float>(d));
+      out.D.push_back(d);
       out.I.push_back(id);
     }
   return out;

@@ -26,7 +26,8 @@ struct RangeHits {
 
 // Every live point at Poincaré distance < radius from each query, ascending by distance (ties
 // by id). Exact: the float32 scan keeps every point whose error bound reaches the radius's rank
-// threshold, and each is decided by its float64 distance. radius must be finite and > 0.
+// threshold, and each is decided by its distance computed in float64 and reported in float32
+// (so every reported distance is < radius). radius must be finite and > 0.
 RangeHits flat_range_search(const VectorStorage& storage, const float* queries, std::size_t nq,
                             double radius, ThreadPool& pool);
 

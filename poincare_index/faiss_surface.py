@@ -47,7 +47,7 @@ def resolve_params(params: Any, ef: int | None, filters: Any) -> tuple[int | Non
     if not isinstance(params, SearchParameters):
         raise TypeError(f"params must be a SearchParameters, got {type(params).__name__}")
     if ef is not None or filters is not None:
-        raise ValueError("give ef/filters either as arguments or in params, not both")
+        raise TypeError("give ef/filters either as arguments or in params, not both")
     return params.ef, params.filters
 
 
@@ -119,6 +119,8 @@ class FaissSurface:
         self, arr: NDArray[np.float32], radius: float, ef: int | None, filters: Any
     ) -> tuple[NDArray[np.uint64], NDArray[np.float32], NDArray[np.int64]]:
         nq = arr.shape[0]
+        if nq == 0:
+            return np.zeros(1, np.uint64), np.zeros(0, np.float32), np.zeros(0, np.int64)
         hits: list[tuple[NDArray[np.float32], NDArray[np.int64]]] = [
             (np.zeros(0, np.float32), np.zeros(0, np.int64))
         ] * nq
@@ -172,23 +174,23 @@ class FaissSurface:
                 f"other has curvature {other.curvature}, this index has curvature {self.curvature}"
             )
         shift = as_id(add_id, "add_id")
-        # other's points as of one moment (its write lock held only while they are read, so two
-        # merges in opposite directions cannot deadlock).
-        with other._write_lock:
+        # Both write locks for the whole move, taken in one global order (so two merges in
+        # opposite directions cannot deadlock): nothing can change other's points between the
+        # read and the removal, and nothing lands here half-merged.
+        first, second = sorted((self, other), key=id)
+        with first._write_lock, second._write_lock:
             table = other.columns
             live = np.asarray(other._core.live_slots(), dtype=bool)
             table = table.filter(pa.array(live))
             ids = table.column("id").to_numpy()
+            if ids.size == 0:
+                return
             x = other._core.reconstruct_batch(np.ascontiguousarray(ids, dtype=np.int64))
-        if ids.size == 0:
-            return
-        top = int(ids.max())
-        if shift and (top + shift > np.iinfo(np.int64).max or int(ids.min()) + shift < 0):
-            raise ValueError(f"add_id={shift} moves other's ids outside [0, 2**63 - 1]")
-        new_ids = ids + shift
-        metadata_names = [c for c in table.column_names if c not in _BUILTIN_COLUMNS]
-        metadata = table.select(metadata_names) if metadata_names else None
-        with self._write_lock:
+            if shift and (int(ids.max()) + shift > np.iinfo(np.int64).max or int(ids.min()) + shift < 0):
+                raise ValueError(f"add_id={shift} moves other's ids outside [0, 2**63 - 1]")
+            new_ids = ids + shift
+            metadata_names = [c for c in table.column_names if c not in _BUILTIN_COLUMNS]
+            metadata = table.select(metadata_names) if metadata_names else None
             self.add_with_ids(  # type: ignore[attr-defined]
                 x, new_ids, t=table.column("t").combine_chunks(),
                 valid_from=table.column("valid_from").combine_chunks(),
@@ -203,4 +205,4 @@ class FaissSurface:
                 order = np.argsort(slot_ids, kind="stable")
                 rows = live_here[order[np.searchsorted(slot_ids, new_ids, sorter=order)]]
                 self._columns.set_access(rows.astype(np.int64), counts)
-        other.remove_ids(ids)
+            other.remove_ids(ids)

@@ -128,6 +128,24 @@ def test_range_search_with_filters_and_bad_radii(cls, tree_data):
     empty = cls(16)
     lims, D, I = empty.range_search(queries[:3], 1.0)
     assert lims.tolist() == [0, 0, 0, 0] and D.shape == (0,) and I.shape == (0,)
+    for params in (None, pi.SearchParameters(filters={"group": 1})):
+        lims, D, I = index.range_search(queries[:0], 1.0, params=params)
+        assert lims.tolist() == [0] and D.shape == (0,) and I.shape == (0,)
+
+
+@pytest.mark.parametrize("cls", INDEXES)
+def test_range_search_reports_only_distances_below_the_radius(cls, tree_data):
+    base, queries = tree_data
+    index = cls(16)
+    index.add(base[:800])
+    D, _ = index.search(queries[:20], 12)
+    for radius in D[:, 10].astype(np.float64):  # radii equal to reported distances
+        lims, got, _ = index.range_search(queries[:20], float(radius))
+        assert np.all(got < radius)
+        lims2, got2, _ = index.range_search(queries[:20], float(radius), params=pi.SearchParameters(
+            filters=np.ones(800, dtype=bool)))  # fmt: skip
+        if cls is pi.PoincareFlatIndex:  # the exact scan and the widening path agree
+            np.testing.assert_array_equal(lims, lims2)
 
 
 @pytest.mark.parametrize("cls", INDEXES)
@@ -226,7 +244,7 @@ def test_search_params_equal_the_keyword_arguments(cls, tree_data):
     D2, I2 = index.search(queries, 5, params=pi.SearchParameters(ef=32, filters={"g": 2}))
     np.testing.assert_array_equal(I1, I2)
     np.testing.assert_array_equal(D1, D2)
-    with pytest.raises(ValueError, match="not both"):
+    with pytest.raises(TypeError, match="not both"):
         index.search(queries, 5, ef=32, params=pi.SearchParameters(ef=16))
     with pytest.raises(TypeError, match="SearchParameters"):
         index.search(queries, 5, params={"ef": 16})

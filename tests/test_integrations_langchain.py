@@ -185,3 +185,24 @@ def test_memory_retriever_ranks_recency_in_one_call_as_time_weighted_retriever_d
     assert plain.invoke("deploy failed friday")[0].page_content == "the deploy failed on friday"
     recent = MemoryRetriever(memory=mem, k=3, at_time=now, touch=False)
     assert recent.invoke("deploy failed friday")[0].page_content == "the deploy failed on monday"
+
+
+def test_metadata_kinds_missing_keys_and_delete_arguments():
+    store = _store()
+    store.add_texts(["a", "b"], [{"page": 1}, {"page": 1.5}], ids=["A", "B"])  # numbers mix
+    assert sorted(d.id for d in store.similarity_search("a", k=5, filter={"page": {"$gte": 1}})) == ["A", "B"]
+    assert store.get_by_ids(["A"])[0].metadata == {"page": 1}  # the int comes back an int
+    with pytest.raises(ValueError, match="text 1: metadata 'page' is a str"):
+        store.add_texts(["c", "d"], [{"page": 4}, {"page": "four"}], ids=["C", "A"])
+    assert "C" not in store.memory and store.get_by_ids(["A"])[0].page_content == "a"  # nothing written
+    # A key no document has behaves as a null value, before and after one has it.
+    filters = [{"author": None}, {"author": {"$ne": None}}, {"author": {"$in": [None]}},
+               {"author": {"$nin": [None]}}, {"author": "x"}, {"$not": {"author": "x"}}]  # fmt: skip
+    before = [sorted(d.id for d in store.similarity_search("a", k=9, filter=f)) for f in filters]
+    store.add_texts(["e"], [{"author": "x"}], ids=["E"])
+    after = [sorted(i for i in (d.id for d in store.similarity_search("a", k=9, filter=f)) if i != "E")
+             for f in filters]  # fmt: skip
+    assert before == after == [["A", "B"], [], ["A", "B"], [], [], ["A", "B"]]
+    with pytest.raises(TypeError, match="list of str"):
+        store.delete("AB")
+    assert store.delete(["A", "nope"]) is True and "A" not in store.memory

@@ -139,8 +139,9 @@ def test_filter_conditions_and_or_not_and_nesting():
     assert ids(MetadataFilters(filters=[dogs, low], condition=FilterCondition.OR)) == want(
         lambda m: m["topic"] == "dogs" or m["page"] < 12
     )
+    # LlamaIndex's NOT: none of its filters holds
     assert ids(MetadataFilters(filters=[dogs, low], condition=FilterCondition.NOT)) == want(
-        lambda m: not (m["topic"] == "dogs" and m["page"] < 12)
+        lambda m: not (m["topic"] == "dogs" or m["page"] < 12)
     )
     nested = MetadataFilters(filters=[low, MetadataFilters(filters=[dogs], condition=FilterCondition.NOT)])
     assert ids(nested) == want(lambda m: m["page"] < 12 and m["topic"] != "dogs")
@@ -216,3 +217,39 @@ def test_our_embedder_as_a_llama_index_model_with_points_used_as_given():
         store.add([outside])
     with pytest.raises(ValueError, match="input_space"):
         PoincareVectorStore(input_space="hyperbolic")
+
+
+def test_persist_replaces_only_a_store_it_wrote(tmp_path):
+    store = PoincareVectorStore()
+    store.add(_nodes(4))
+    precious = tmp_path / "docs"
+    precious.mkdir()
+    (precious / "important.txt").write_text("keep me")
+    with pytest.raises(FileExistsError, match="not a memory store"):
+        store.persist(str(precious))
+    assert (precious / "important.txt").read_text() == "keep me"
+    (tmp_path / "file.json").write_text("{}")
+    with pytest.raises(FileExistsError, match="is a file"):
+        store.persist(str(tmp_path / "file.json"))
+    target = tmp_path / "copy"
+    store.persist(str(target))
+    live = PoincareVectorStore.from_persist_path(str(target))  # holds the writer lock
+    with pytest.raises(pi.StoreLockedError):
+        store.persist(str(target))
+    assert len(live.client) == 4  # the open store's files were left alone
+    live.close()
+    store.add([TextNode(id_="n9", text="nine", embedding=_emb(9))])
+    store.persist(str(target))
+    assert len(PoincareVectorStore.from_persist_path(str(target)).client) == 5
+    assert not list(tmp_path.glob("copy.*"))  # no staging or old copies left behind
+
+
+def test_in_needs_a_list_and_reopening_with_other_settings_is_refused(tmp_path):
+    store = PoincareVectorStore(path=tmp_path / "s")
+    store.add(_nodes(3))
+    flt = MetadataFilters(filters=[MF(key="topic", value="abc", operator=F.IN)])
+    with pytest.raises(TypeError, match="needs a list"):
+        store.query(Q(query_embedding=_emb(1), similarity_top_k=3, filters=flt))
+    store.close()
+    with pytest.raises(ValueError, match="mismatch"):
+        PoincareVectorStore(path=tmp_path / "s", normalize=False)

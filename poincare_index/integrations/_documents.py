@@ -6,30 +6,32 @@ retrievers store them). The Memory keeps all of it as one JSON text column (date
 so everything comes back as given, naive datetimes naive), and each top-level scalar value (str,
 int, float, bool, datetime) also as a column named ``metadata.<key>``, which is what filters
 read: a filter ``{"page": 3}`` is evaluated as ``{"metadata.page": 3}`` inside the search.
+Numbers (int or float) share one float64 column per key; a key holding a str in one document and
+a number (or bool, or datetime) in another is refused before anything is written.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 from numpy.typing import NDArray
 
 from ..geometry import distance
 
 __all__ = [
-    "encode_metadata", "decode_metadata", "metadata_filter", "resolve_missing", "mmr_select", "write_copy",
+    "encode_metadata", "decode_metadata", "check_kinds", "metadata_filter", "resolve_missing",
+    "mmr_select", "write_copy",
 ]  # fmt: skip
 
 JSON_COLUMN = "metadata_json"
 PREFIX = "metadata."
-_SCALARS = (str, bool, int, float, datetime)
 _DATETIME, _DATE = "__poincare_datetime__", "__poincare_date__"  # tags of the JSON text
-_INT64 = (-(2**63), 2**63 - 1)
 
 
 def encode_metadata(metadata: Mapping[str, Any] | None, where: str) -> dict[str, Any]:
@@ -51,9 +53,12 @@ def encode_metadata(metadata: Mapping[str, Any] | None, where: str) -> dict[str,
     for key, value in metadata.items():
         if not isinstance(key, str):
             raise TypeError(f"{where}: metadata keys must be str, got {key!r}")
-        too_big = isinstance(value, int) and not _INT64[0] <= value <= _INT64[1]
-        if isinstance(value, _SCALARS) and not too_big:  # a huge int stays in the JSON only
+        if isinstance(value, bool) or isinstance(value, (str, datetime)):
             out[PREFIX + key] = value
+        elif isinstance(value, (int, float)) and math.isfinite(float(value)):
+            # Every number is one float64 column, so 1 and 1.5 under one key never clash
+            # (the JSON keeps ints exact; a filter compares them as numbers).
+            out[PREFIX + key] = float(value)
     return out
 
 
@@ -113,42 +118,92 @@ def metadata_filter(condition: Any) -> Any:
     raise TypeError(f"filter must be a dict, got {type(condition).__name__}")
 
 
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, datetime):
+        return "datetime"
+    return "str"
+
+
+def _kind_of_type(t: pa.DataType) -> str:
+    if pa.types.is_boolean(t):
+        return "bool"
+    if pa.types.is_floating(t) or pa.types.is_integer(t):
+        return "number"
+    if pa.types.is_timestamp(t):
+        return "datetime"
+    return "str"
+
+
+def check_kinds(encoded: Sequence[Mapping[str, Any]], schema: pa.Schema | None, what: str) -> None:
+    """ValueError naming the first ``what`` (e.g. "text 3") whose filterable value under a key
+    is of another kind (str, number, bool, datetime) than the store's column or an earlier entry
+    of the batch: checked before anything is written."""
+    kinds = {f.name: _kind_of_type(f.type) for f in schema} if schema is not None else {}
+    for i, meta in enumerate(encoded):
+        for column, value in meta.items():
+            if not column.startswith(PREFIX) or value is None:
+                continue
+            kind = _kind(value)
+            seen = kinds.setdefault(column, kind)
+            if seen != kind:
+                raise ValueError(
+                    f"{what} {i}: metadata {column[len(PREFIX) :]!r} is a {kind}, but the store holds "
+                    f"{seen} values under that key; one key takes one kind (numbers of any type mix)"
+                )
+
+
 # Conditions that hold on every stored row, or on none (the id column is never null).
 ALWAYS = {"id": {"$exists": True}}
 NEVER = {"id": {"$exists": False}}
-_TRUE_WHEN_MISSING = ("$ne", "$nin")
 
 
 def resolve_missing(condition: Any, has_column: Any) -> Any:
     """``condition`` (a dict filter on stored columns) with every test of a column no document
-    has replaced by its value there: a metadata key that was never stored matches nothing,
-    except ``$ne``, ``$nin`` and ``$exists: False``, which match every row. (Our filters refuse
-    an unknown column by name; a framework's filter on a key no document has yet is normal.)"""
+    has replaced by what the same test gives on a null value: a key never stored behaves as a
+    key stored as null, so a filter answers the same before and after the first document that
+    has the key. (Our filters refuse an unknown column by name; a framework's filter on a key
+    no document has yet is normal.)"""
     if condition is None or not isinstance(condition, Mapping):
         return condition
     parts = []
     for key, value in condition.items():
-        if key in ("$and", "$or"):
+        if key in ("$and", "$or", "$nor"):
             parts.append({key: [resolve_missing(v, has_column) for v in value]})
+        elif key == "$not":
+            parts.append({key: resolve_missing(value, has_column)})
         elif key.startswith("$") or key == "id" or has_column(key):
             parts.append({key: value})
         else:
-            parts.append(ALWAYS if _holds_when_missing(value) else NEVER)
+            parts.append(ALWAYS if _holds_on_null(key, value) else NEVER)
     return parts[0] if len(parts) == 1 else {"$and": parts}
 
 
-def _holds_when_missing(test: Any) -> bool:
-    if not isinstance(test, Mapping):
-        return False  # equality
-    verdicts = []
-    for op, arg in test.items():
-        if op == "$exists":
-            verdicts.append(not arg)
-        elif op == "$not":
-            verdicts.append(not _holds_when_missing(arg))
-        else:
-            verdicts.append(op in _TRUE_WHEN_MISSING)
-    return all(verdicts)
+def _holds_on_null(column: str, test: Any) -> bool:
+    """Whether ``test`` holds on a null value: our filters evaluated on one null row whose type
+    follows the values the test names."""
+    from ..filters import compile_filter
+
+    sample = _first_scalar(test)
+    kind = _kind(float(sample) if isinstance(sample, int) and not isinstance(sample, bool) else sample)
+    arrow = {"bool": pa.bool_(), "number": pa.float64(), "datetime": pa.timestamp("us", tz="UTC")}
+    table = pa.table({column: pa.array([None], type=arrow.get(kind, pa.string()))})
+    return bool(compile_filter({column: test}, table)[0])
+
+
+def _first_scalar(test: Any) -> Any:
+    if isinstance(test, Mapping):
+        for v in test.values():
+            found = _first_scalar(v)
+            if found is not None:
+                return found
+        return None
+    if isinstance(test, (list, tuple)):
+        return next((x for x in test if x is not None), None)
+    return test
 
 
 def mmr_select(query: NDArray[Any], candidates: NDArray[Any], k: int, lambda_mult: float) -> list[int]:

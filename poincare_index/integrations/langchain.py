@@ -39,6 +39,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from ..embed import CallableEmbedder, HashingEmbedder
 from ..memory import Memory
 from ._documents import (
+    check_kinds,
     decode_metadata,
     encode_metadata,
     metadata_filter,
@@ -113,10 +114,14 @@ class PoincareVectorStore(VectorStore):
 
     def _callable_embedder(self, dim: int) -> CallableEmbedder:
         cls = type(self._embedding)
+        # The mapping settings are part of the name a store records: reopening with others is
+        # refused instead of mixing two mappings in one index.
+        name = (
+            f"langchain:{cls.__module__}.{cls.__qualname__}:normalize={self._normalize}:scale={self._scale:g}"
+        )
         return CallableEmbedder(
-            self._embedding.embed_documents, int(dim), f"langchain:{cls.__module__}.{cls.__qualname__}",
-            scale=self._scale, normalize=self._normalize,
-        )  # fmt: skip
+            self._embedding.embed_documents, int(dim), name, scale=self._scale, normalize=self._normalize
+        )
 
     def _open(self, embedder: Any) -> Memory:
         self._embedder = embedder
@@ -175,6 +180,7 @@ class PoincareVectorStore(VectorStore):
         vectors = self._embed_documents(texts)
         mem = self._memory
         assert mem is not None
+        check_kinds(encoded, _metadata_schema(mem), "text")
         last = {doc_id: i for i, doc_id in enumerate(out_ids)}  # an id given twice: the last wins
         new = [i for doc_id, i in last.items() if doc_id not in mem]
         if new:
@@ -198,6 +204,8 @@ class PoincareVectorStore(VectorStore):
         if ids is None:
             mem.delete(filters=lambda r: True)
             return True
+        if isinstance(ids, (str, bytes)):
+            raise TypeError("ids must be a list of str; use delete([id]) for one")
         ids = list(ids)
         if any(not isinstance(i, str) for i in ids):
             raise TypeError("ids must be str")
@@ -332,6 +340,11 @@ class PoincareVectorStore(VectorStore):
         """Closes the Memory (a persistent store is checkpointed and unlocked)."""
         if self._memory is not None:
             self._memory.close()
+
+
+def _metadata_schema(mem: Memory) -> Any:
+    table = mem.index._columns.metadata
+    return None if table is None else table.schema
 
 
 def _relevance_of_distance(d: float) -> float:

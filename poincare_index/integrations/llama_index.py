@@ -52,7 +52,16 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from ..embed import CallableEmbedder
 from ..memory import Memory
-from ._documents import PREFIX, decode_metadata, encode_metadata, mmr_select, resolve_missing, write_copy
+from ..memory.store import NamespaceDir
+from ._documents import (
+    PREFIX,
+    check_kinds,
+    decode_metadata,
+    encode_metadata,
+    mmr_select,
+    resolve_missing,
+    write_copy,
+)
 
 __all__ = ["PoincareVectorStore", "PoincareEmbedding", "metadata_filters_to_dict"]
 
@@ -94,6 +103,21 @@ class PoincareEmbedding(BaseEmbedding):
         return self._get_query_embedding(query)
 
 
+def _check_replaceable(target: Path) -> None:
+    """persist may replace ``target`` only when it is a store directory (an older copy)."""
+    if not target.exists():
+        return
+    if not target.is_dir():
+        raise FileExistsError(f"{target} is a file, not a store persist() wrote; choose another path")
+    names = set(Memory.namespaces(target))
+    others = [p.name for p in target.iterdir() if p.name not in names]
+    if not names or others:
+        raise FileExistsError(
+            f"{target} holds files that are not a memory store ({', '.join(sorted(others)[:3]) or 'empty'}); "
+            "persist() replaces only a store it wrote"
+        )
+
+
 def _no_embedding(texts: list[str]) -> Any:
     raise ValueError("the LlamaIndex store embeds nothing itself: nodes must carry their embeddings")
 
@@ -121,7 +145,8 @@ def metadata_filters_to_dict(filters: MetadataFilters | None) -> dict[str, Any] 
     if condition == FilterCondition.OR:
         return parts[0] if len(parts) == 1 else {"$or": parts}
     if condition == FilterCondition.NOT:
-        return _negate(parts[0] if len(parts) == 1 else {"$and": parts})
+        # LlamaIndex's NOT holds when none of its filters does: not(f1 or f2 ...).
+        return _negate(parts[0] if len(parts) == 1 else {"$or": parts})
     raise ValueError(f"filter condition {condition!r} is not supported")
 
 
@@ -142,7 +167,13 @@ def _negate(condition: dict[str, Any]) -> dict[str, Any]:
 def _one_filter(f: MetadataFilter) -> dict[str, Any]:
     column = PREFIX + f.key
     if f.operator in _OPERATORS:
-        value = list(f.value) if f.operator in (FilterOperator.IN, FilterOperator.NIN) else f.value
+        value = f.value
+        if f.operator in (FilterOperator.IN, FilterOperator.NIN):
+            if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+                raise TypeError(
+                    f"metadata filter {f.operator.value!r} on {f.key!r} needs a list, got {value!r}"
+                )
+            value = list(value)
         return {column: {_OPERATORS[f.operator]: value}}
     if f.operator == FilterOperator.IS_EMPTY:
         return {column: {"$exists": False}}
@@ -196,8 +227,11 @@ class PoincareVectorStore(BasePydanticVectorStore):
         return "PoincareVectorStore"
 
     def _open(self, dim: int) -> None:
+        # The mapping settings are part of the name a store records, so reopening it with
+        # other settings is refused instead of mixing two mappings in one index.
+        name = f"{_EMBEDDER_NAME}:{self.input_space}:normalize={self.normalize}:scale={self.scale:g}"
         self._embedder = CallableEmbedder(
-            _no_embedding, int(dim), _EMBEDDER_NAME, scale=self.scale, normalize=self.normalize
+            _no_embedding, int(dim), name, scale=self.scale, normalize=self.normalize
         )
         self.dim = int(dim)
         self._memory = Memory(
@@ -235,6 +269,8 @@ class PoincareVectorStore(BasePydanticVectorStore):
         ]
         ids = [node.node_id for node in nodes]
         mem = self._memory
+        table = mem.index._columns.metadata
+        check_kinds(metas, None if table is None else table.schema, "node")
         last = {node_id: i for i, node_id in enumerate(ids)}
         new = [i for node_id, i in last.items() if node_id not in mem]
         if new:
@@ -289,9 +325,9 @@ class PoincareVectorStore(BasePydanticVectorStore):
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None
     ) -> list[BaseNode]:
         mem = self._memory
-        if mem is None or len(mem) == 0:
+        if mem is None or len(mem) == 0 or (node_ids is not None and len(node_ids) == 0):
             return []
-        return [self._node(r) for r in mem.list(self._condition(node_ids or None, filters))]
+        return [self._node(r) for r in mem.list(self._condition(node_ids, filters))]
 
     def _node(self, result: Any) -> BaseNode:
         node = metadata_dict_to_node(decode_metadata(result.metadata), text=result.text)
@@ -364,18 +400,32 @@ class PoincareVectorStore(BasePydanticVectorStore):
         if self.path is not None and target.resolve() == (Path(self.path) / "").resolve():
             mem.checkpoint()
             return
+        _check_replaceable(target)
         staging = target.with_name(f"{target.name}.tmp-{uuid.uuid4().hex}")
         write_copy(
             mem, self._embedder, staging, namespace=self.namespace, M=self.M,
             ef_construction=self.ef_construction, ef_search=self.ef_search,
         )  # fmt: skip
-        old = None
-        if target.exists():
+        if not target.exists():
+            staging.rename(target)
+            return
+        # Replacing an older copy: its namespaces' writer locks are held across the swap, so a
+        # store open on it for writing refuses the swap (StoreLockedError) instead of losing
+        # its later writes; the old copy is removed only once the new one is in place.
+        held = [NamespaceDir(target, name) for name in Memory.namespaces(target)]
+        try:
+            for ns in held:
+                ns.lock()
             old = target.with_name(f"{target.name}.old-{uuid.uuid4().hex}")
             target.rename(old)
-        staging.rename(target)
-        if old is not None:
-            shutil.rmtree(old)
+            staging.rename(target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        finally:
+            for ns in held:
+                ns.unlock()
+        shutil.rmtree(old)
 
     @classmethod
     def from_persist_path(cls, persist_path: str, fs: Any = None, **kwargs: Any) -> PoincareVectorStore:
