@@ -40,3 +40,15 @@ def test_framework_examples_run(heading, module, printed, tmp_path, monkeypatch,
     monkeypatch.chdir(tmp_path)  # the examples save to the working directory
     exec(_block_after(heading), {})
     assert capsys.readouterr().out.strip() == printed
+
+
+def test_sharded_example_runs(tmp_path, monkeypatch, capsys):
+    if not os.environ.get("CI"):
+        pytest.importorskip("ray")
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    monkeypatch.chdir(tmp_path)  # the example saves to the working directory
+    exec(_block_after("## Beyond one machine"), {})
+    assert capsys.readouterr().out.strip() == "True"

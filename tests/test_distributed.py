@@ -1,0 +1,176 @@
+"""ShardedIndex on a real local Ray cluster (started once for the module): exact merges against
+the single flat index, fused scores against the single exact fused top-k, driver-side validation
+(nothing sent on a bad call), save/load with crafted manifests refused, a dead shard named."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+import pytest
+
+if not os.environ.get("CI"):  # CI installs the extra: a missing one fails there
+    pytest.importorskip("ray")
+
+import ray  # noqa: E402
+from reference import recall  # noqa: E402
+
+import poincare_index as pi  # noqa: E402
+from poincare_index.distributed import ShardedIndex, ShardUnavailableError, shard_of  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_cluster():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def data(tree_data):
+    base, queries = tree_data
+    t = np.datetime64("2026-01-01", "us") + (np.arange(len(base)) * 3_600_000_000).astype("timedelta64[us]")
+    return base, queries, t
+
+
+@pytest.mark.parametrize("shards", [2, 4])
+def test_sharded_flat_equals_the_single_flat_index(shards, data):
+    base, queries, t = data
+    single = pi.PoincareFlatIndex(16)
+    single.add(base, t=t, metadata={"g": np.arange(len(base)) % 3})
+    sharded = ShardedIndex(16, shards=shards, kind="flat")
+    sharded.add(base, t=t, metadata={"g": np.arange(len(base)) % 3})
+    assert sharded.ntotal == len(base)
+    D, I = sharded.search(queries, 10)
+    D1, I1 = single.search(queries, 10)
+    np.testing.assert_array_equal(I, I1)
+    np.testing.assert_array_equal(D, D1)
+    # the fused score, one at_time for all shards, filters pushed to every shard
+    kw = dict(
+        decay=pi.HalfLife(hours=24 * 20), at_time=np.datetime64("2026-05-01"), filters={"g": {"$ne": 1}}
+    )
+    r, r1 = sharded.search_scored(queries, 10, **kw), single.search_scored(queries, 10, **kw)
+    np.testing.assert_array_equal(r.ids, r1.ids)
+    np.testing.assert_allclose(r.scores, r1.scores, rtol=1e-12)
+    np.testing.assert_allclose(r.time_weights, r1.time_weights, rtol=1e-12)
+    # k beyond the size: padded as the local index pads
+    D, I = sharded.search(queries[:2], len(base) + 5)
+    assert np.all(I[:, len(base) :] == -1) and np.all(np.isinf(D[:, len(base) :]))
+    sharded.close()
+
+
+def test_sharded_hnsw_recall_is_at_least_the_single_one(data):
+    base, queries, _ = data
+    sharded = ShardedIndex(16, shards=2, kind="hnsw", seed=1)
+    sharded.add(base)
+    single = pi.PoincareIndex(16, seed=1)
+    single.add(base)
+    flat = pi.PoincareFlatIndex(16)
+    flat.add(base)
+    _, truth = flat.search(queries, 10)
+    for ef in (16, 64):
+        assert (
+            recall(sharded.search(queries, 10, ef=ef)[1], truth)
+            >= recall(single.search(queries, 10, ef=ef)[1], truth) - 0.01
+        )
+    sharded.close()
+
+
+def test_writes_are_validated_on_the_driver_before_anything_is_sent(data):
+    base, _, _ = data
+    s = ShardedIndex(16, shards=3, kind="flat")
+    s.add_with_ids(base[:10], np.arange(10))
+    bad = base[10:13].copy()
+    bad[1, 0] = np.nan
+    with pytest.raises(ValueError, match="x row 1"):
+        s.add_with_ids(bad, [10, 11, 12])
+    with pytest.raises(ValueError, match="outside"):
+        s.add(np.full((1, 16), 0.9))
+    with pytest.raises(ValueError, match="dimension"):
+        s.add(base[:2, :8])
+    with pytest.raises(ValueError, match="appears twice"):
+        s.add_with_ids(base[10:12], [20, 20])
+    with pytest.raises(ValueError, match="already in the index"):
+        s.add_with_ids(base[10:13], [30, 31, 5])  # 30 and 31 go to other shards: not added either
+    with pytest.raises(ValueError, match="valid_until"):
+        s.add_with_ids(
+            base[10:11], [40], valid_from=np.datetime64("2026-02-01"), valid_until=np.datetime64("2026-01-01")
+        )
+    with pytest.raises(TypeError, match="row masks"):
+        s.search(base[:1], 3, filters=np.ones(10, dtype=bool))
+    assert s.ntotal == 10 and 30 not in set(s.search(base[:20], 20)[1].ravel().tolist())
+    with pytest.raises(KeyError):
+        s.reconstruct(30)
+    np.testing.assert_array_equal(s.reconstruct_batch([3, 7]), base[[3, 7]].astype(np.float32))
+    assert s.remove_ids([3, 3, 999]) == 1 and s.ntotal == 9
+    s.add(base[10:12])  # automatic ids continue past the largest
+    assert sorted(s.search(base[10:11], 1)[1].ravel().tolist()) == [10]
+    with pytest.raises(ValueError, match="kind"):
+        ShardedIndex(16, kind="ivf")
+    with pytest.raises(ValueError, match="partition"):
+        ShardedIndex(16, partition="range")
+    s.close()
+
+
+def test_save_load_and_crafted_manifests_are_refused(data, tmp_path):
+    base, queries, _ = data
+    s = ShardedIndex(16, shards=2, kind="hnsw")
+    s.add(base[:500])
+    before = s.search(queries, 5)
+    s.save(tmp_path / "ix")
+    s.close()
+    back = ShardedIndex.load(tmp_path / "ix")
+    assert back.ntotal == 500 and back.kind == "hnsw" and back.shards == 2
+    after = back.search(queries, 5)  # the saved graphs answer as the live ones did
+    np.testing.assert_array_equal(after[1], before[1])
+    np.testing.assert_array_equal(after[0], before[0])
+    back.add(base[500:501])  # automatic ids continue past the loaded ones
+    assert back.ntotal == 501 and 500 in back.search(base[500:501], 1)[1]
+    back.close()
+    manifest = tmp_path / "ix" / "sharded.json"
+    doc = json.loads(manifest.read_text())
+    doc["shards"] = 3
+    manifest.write_text(json.dumps(doc))  # checksum no longer matches
+    with pytest.raises(pi.IndexFormatError, match="checksum"):
+        ShardedIndex.load(tmp_path / "ix")
+    from poincare_index.memory.store import write_json_atomic
+
+    body = {k: v for k, v in doc.items() if k != "checksum"} | {"shards": 2}
+    crafted = [
+        ({"shards": 3}, "shard-2 is missing"),
+        ({"shards": 10**9}, "outside"),
+        ({"format": "x"}, "not a sharded index"),
+        ({"dim": 8}, "does not match"),
+    ]
+    for change, match in crafted:
+        write_json_atomic(manifest, body | change)
+        with pytest.raises(pi.IndexFormatError, match=match):
+            ShardedIndex.load(tmp_path / "ix")
+    # shards swapped on disk: their ids are on the wrong shard
+    write_json_atomic(manifest, body)
+    shutil.move(tmp_path / "ix" / "shard-0", tmp_path / "ix" / "tmp")
+    shutil.move(tmp_path / "ix" / "shard-1", tmp_path / "ix" / "shard-0")
+    shutil.move(tmp_path / "ix" / "tmp", tmp_path / "ix" / "shard-1")
+    with pytest.raises(pi.IndexFormatError, match="belongs to another shard"):
+        ShardedIndex.load(tmp_path / "ix")
+
+
+def test_a_dead_shard_is_named_and_hash_routing_is_even(data):
+    base, queries, _ = data
+    s = ShardedIndex(16, shards=2, kind="flat")
+    s.add(base[:100])
+    ray.kill(s.actors[1])
+    with pytest.raises(ShardUnavailableError, match="shard 1"):
+        s.search(queries[:2], 3)
+    s.close()
+    counts = np.bincount(shard_of(np.arange(100_000, dtype=np.int64), 8), minlength=8)
+    assert counts.min() > 0.95 * 100_000 / 8
+
+
+def test_without_ray_the_error_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(ImportError, match=r"\[ray\]"):
+        ShardedIndex(4, shards=1)
