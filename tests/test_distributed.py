@@ -174,3 +174,14 @@ def test_without_ray_the_error_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(ImportError, match=r"\[ray\]"):
         ShardedIndex(4, shards=1)
+
+
+def test_a_dead_shard_is_named_by_its_number_in_routed_writes(data):
+    base, _, _ = data
+    s = ShardedIndex(16, shards=3, kind="flat")
+    s.add_with_ids(base[:30], np.arange(30))
+    ray.kill(s.actors[2])
+    on_two = [i for i in range(100, 200) if shard_of(np.array([i]), 3)[0] == 2][:1]
+    with pytest.raises(ShardUnavailableError, match="shard 2"):
+        s.remove_ids(on_two)  # the call reaches shard 2 only: named by its number, not position
+    s.close()

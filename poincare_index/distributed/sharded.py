@@ -131,19 +131,25 @@ class ShardedIndex:
                     self._next_id = max(self._next_id, int(ids.max()) + 1)
 
     # ---- plumbing -----------------------------------------------------------------------
-    def _gather(self, refs: list[Any]) -> list[Any]:
-        """ray.get of one call per shard, the shard's own exception re-raised as itself (a
-        KeyError stays a KeyError), a dead shard as ShardUnavailableError naming it."""
+    def _gather(self, refs: list[Any], shards: list[int] | None = None) -> list[Any]:
+        """ray.get of one call per shard (``shards`` names them, default 0, 1, ...), the shard's
+        own exception re-raised as itself (a KeyError stays a KeyError), a dead shard as
+        ShardUnavailableError naming it."""
         ray = _ray()
+        try:
+            return list(ray.get(refs))  # one wait for all: the common case
+        except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError):
+            pass
         out = []
-        for i, ref in enumerate(refs):
+        for i, ref in enumerate(refs):  # which shard failed, and how
             try:
                 out.append(ray.get(ref))
             except ray.exceptions.RayTaskError as exc:
                 cause = exc.cause if isinstance(exc.cause, BaseException) else RuntimeError(str(exc))
                 raise cause from None
             except ray.exceptions.RayActorError as exc:
-                raise ShardUnavailableError(f"shard {i} is unavailable: {exc}") from None
+                name = i if shards is None else shards[i]
+                raise ShardUnavailableError(f"shard {name} is unavailable: {exc}") from None
         return out
 
     @property
@@ -218,7 +224,8 @@ class ShardedIndex:
         with self._write_lock:
             # Every shard checks its ids first; only then does any shard get a row.
             busy = [(s, p) for s, p in enumerate(parts) if p.size]
-            self._gather([self._actors[s].check_new_ids.remote(id_arr[p]) for s, p in busy])
+            which = [s for s, _ in busy]
+            self._gather([self._actors[s].check_new_ids.remote(id_arr[p]) for s, p in busy], which)
             calls = []
             for s, p in busy:
                 times = (
@@ -228,7 +235,7 @@ class ShardedIndex:
                 )
                 part_meta = None if meta is None else meta.take(p)
                 calls.append(self._actors[s].add.remote(arr[p], id_arr[p], times, part_meta))
-            self._gather(calls)
+            self._gather(calls, which)
             self._next_id = max(self._next_id, int(id_arr.max()) + 1)
 
     def remove_ids(self, ids: ArrayLike) -> int:
@@ -238,9 +245,9 @@ class ShardedIndex:
             return 0
         owner = shard_of(id_arr, self._shards)
         with self._write_lock:
-            calls = [self._actors[s].remove.remote(id_arr[owner == s]) for s in range(self._shards)
-                     if np.any(owner == s)]  # fmt: skip
-            return int(sum(self._gather(calls)))
+            which = [s for s in range(self._shards) if np.any(owner == s)]
+            calls = [self._actors[s].remove.remote(id_arr[owner == s]) for s in which]
+            return int(sum(self._gather(calls, which)))
 
     # ---- reads --------------------------------------------------------------------------
     def reconstruct(self, id: int) -> NDArray[np.float32]:
@@ -252,7 +259,9 @@ class ShardedIndex:
         out = np.zeros((id_arr.shape[0], self._dim), dtype=np.float32)
         owner = shard_of(id_arr, self._shards)
         shards = [s for s in range(self._shards) if np.any(owner == s)]
-        parts = self._gather([self._actors[s].reconstruct_batch.remote(id_arr[owner == s]) for s in shards])
+        parts = self._gather(
+            [self._actors[s].reconstruct_batch.remote(id_arr[owner == s]) for s in shards], shards
+        )
         for s, part in zip(shards, parts):
             out[owner == s] = part
         return out
