@@ -23,10 +23,17 @@ from poincare_index.distributed import ShardedIndex, ShardUnavailableError, shar
 
 
 @pytest.fixture(scope="module", autouse=True)
-def local_cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield
-    ray.shutdown()
+def local_cluster(tmp_path_factory):
+    # Ray puts the driver's working directory on its workers' import path: started from a
+    # source checkout, they would import the unbuilt package there instead of the installed one.
+    cwd = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("ray-driver"))
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        yield
+    finally:
+        ray.shutdown()
+        os.chdir(cwd)
 
 
 @pytest.fixture(scope="module")
@@ -185,3 +192,38 @@ def test_a_dead_shard_is_named_by_its_number_in_routed_writes(data):
     with pytest.raises(ShardUnavailableError, match="shard 2"):
         s.remove_ids(on_two)  # the call reaches shard 2 only: named by its number, not position
     s.close()
+
+
+def test_from_dataset_builds_through_ray_data_workers(data):
+    base, queries, t = data
+    n = 1200
+    ds = ray.data.from_items(
+        [{"vec": base[i], "doc": i * 10, "when": t[i], "lang": ["en", "de"][i % 2]} for i in range(n)]
+    )
+    index = ShardedIndex.from_dataset(
+        ds, vector_column="vec", id_column="doc", time_column="when", metadata_columns=["lang"],
+        shards=2, kind="flat", batch_size=256,
+    )  # fmt: skip
+    single = pi.PoincareFlatIndex(16)
+    single.add_with_ids(
+        base[:n], np.arange(n) * 10, t=t[:n], metadata={"lang": [["en", "de"][i % 2] for i in range(n)]}
+    )
+    assert index.ntotal == n
+    for flt in (None, {"lang": "de"}):
+        np.testing.assert_array_equal(
+            index.search(queries, 5, filters=flt)[1], single.search(queries, 5, filters=flt)[1]
+        )
+    kw = dict(decay=pi.HalfLife(hours=24), at_time=t[n - 1])
+    np.testing.assert_array_equal(
+        index.search_scored(queries, 5, **kw).ids, single.search_scored(queries, 5, **kw).ids
+    )
+    index.add(base[n : n + 1])  # automatic ids continue past the dataset's
+    assert 10 * (n - 1) + 1 in index.search(base[n : n + 1], 1)[1]
+    index.close()
+    dup = ray.data.from_items([{"vec": base[i], "doc": 7} for i in range(3)])
+    with pytest.raises(ValueError, match="id 7"):
+        ShardedIndex.from_dataset(dup, vector_column="vec", id_column="doc", shards=2, kind="flat")
+    with pytest.raises(ValueError, match="not a column"):
+        ShardedIndex.from_dataset(dup, vector_column="v", id_column="doc")
+    with pytest.raises(TypeError, match="ray.data.Dataset"):
+        ShardedIndex.from_dataset(base, vector_column="v", id_column="doc")

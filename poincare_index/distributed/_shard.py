@@ -29,7 +29,7 @@ class Shard:
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.index.kind, "dim": self.index.dim, "curvature": self.index.curvature,
-                "ntotal": self.index.ntotal}  # fmt: skip
+                "ntotal": self.index.ntotal, "next_auto_id": int(self.index._core.next_auto_id)}  # fmt: skip
 
     def ids(self) -> np.ndarray:
         live = np.asarray(self.index._core.live_slots(), dtype=bool)
@@ -63,3 +63,31 @@ class Shard:
 
     def save(self, path: str) -> None:
         self.index.save(path)
+
+
+class Router:
+    """A Ray Data worker of ``ShardedIndex.from_dataset``: checks each batch as the driver checks
+    an add (points, ids, times, metadata), splits it by shard and sends each part straight to its
+    shard actor, so the batches never pass through the driver."""
+
+    def __init__(self, actors: list[Any], dim: int, curvature: float, columns: dict[str, Any]) -> None:
+        from .. import _core
+
+        self._actors, self._dim, self._columns = actors, dim, columns
+        self._checker = _core.FlatIndexCore(dim, curvature, 1)
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        import ray
+
+        from .sharded import routed_parts
+
+        cols = self._columns
+        vectors = batch[cols["vector"]]
+        if vectors.dtype == object:  # a column of per-row arrays
+            vectors = np.stack([np.asarray(v) for v in vectors])
+        metadata = {name: batch[name] for name in cols["metadata"]} or None
+        t = batch[cols["time"]] if cols["time"] is not None else None
+        parts = routed_parts(self._checker, self._dim, len(self._actors), vectors, batch[cols["id"]],
+                             t, None, None, metadata)  # fmt: skip
+        ray.get([self._actors[s].add.remote(*args) for s, args in parts])
+        return {"added": np.array([len(batch[cols["id"]])], dtype=np.int64)}

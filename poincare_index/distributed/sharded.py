@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from datetime import timedelta
 from pathlib import Path
@@ -200,43 +201,16 @@ class ShardedIndex:
     ) -> None:  # fmt: skip
         """As :meth:`PoincareIndex.add_with_ids`; everything is checked before any shard gets a
         row (a bad row, a repeated id or one a shard holds already: nothing is added)."""
-        arr = as_matrix(x, self._dim, "x")
-        id_arr = as_ids(ids)
-        n = arr.shape[0]
-        if id_arr.shape[0] != n:
-            raise ValueError(f"x has {n} rows but ids has {id_arr.shape[0]} entries")
-        if n == 0:
-            return
-        t_us = _time.as_time_column(t, n, "t", default=_time.now_micros() if t is None else None)
-        vf = _time.as_time_column(valid_from, n, "valid_from", open_end=_time.OPEN_START)
-        vu = _time.as_time_column(valid_until, n, "valid_until", open_end=_time.OPEN_END)
-        check_window(vf, vu)
-        meta = metadata_table(metadata, n)
-        self._checker.validate_points(arr, "x")
-        if np.any(id_arr == -1):
-            raise ValueError(f"ids row {int(np.flatnonzero(id_arr == -1)[0])}: -1 is reserved for padding")
-        uniq, first = np.unique(id_arr, return_index=True)
-        if uniq.shape[0] != n:
-            dup = int(np.setdiff1d(np.arange(n), first)[0])
-            raise ValueError(f"ids row {dup}: id {int(id_arr[dup])} appears twice in this call")
-        owner = shard_of(id_arr, self._shards)
-        parts = [np.flatnonzero(owner == s) for s in range(self._shards)]
         with self._write_lock:
+            parts = routed_parts(self._checker, self._dim, self._shards, x, ids, t, valid_from, valid_until,
+                                 metadata)  # fmt: skip
+            if not parts:
+                return
             # Every shard checks its ids first; only then does any shard get a row.
-            busy = [(s, p) for s, p in enumerate(parts) if p.size]
-            which = [s for s, _ in busy]
-            self._gather([self._actors[s].check_new_ids.remote(id_arr[p]) for s, p in busy], which)
-            calls = []
-            for s, p in busy:
-                times = (
-                    _as_datetime64(t_us[p], None),
-                    _as_datetime64(vf[p], _time.OPEN_START),
-                    _as_datetime64(vu[p], _time.OPEN_END),
-                )
-                part_meta = None if meta is None else meta.take(p)
-                calls.append(self._actors[s].add.remote(arr[p], id_arr[p], times, part_meta))
-            self._gather(calls, which)
-            self._next_id = max(self._next_id, int(id_arr.max()) + 1)
+            which = [s for s, _ in parts]
+            self._gather([self._actors[s].check_new_ids.remote(args[1]) for s, args in parts], which)
+            self._gather([self._actors[s].add.remote(*args) for s, args in parts], which)
+            self._next_id = max(self._next_id, max(int(args[1].max()) for _, args in parts) + 1)
 
     def remove_ids(self, ids: ArrayLike) -> int:
         """Removes the given ids (unknown ones are ignored); returns how many were removed."""
@@ -318,6 +292,57 @@ class ShardedIndex:
         ids, scores, dist, depths, weights, logw = (np.take_along_axis(c, order, axis=1) for c in cols)
         return ScoredResults(ids, scores, dist, depths, weights, logw)
 
+    @classmethod
+    def from_dataset(
+        cls, ds: Any, *, vector_column: str, id_column: str, time_column: str | None = None,
+        metadata_columns: list[str] | None = None, dim: int | None = None, batch_size: int = 8192,
+        concurrency: int = 2, **options: Any,
+    ) -> ShardedIndex:  # fmt: skip
+        """A new index built from a ``ray.data.Dataset``: its batches are checked and routed by
+        Ray Data workers (``concurrency`` of them) straight to the shard actors, so a build runs
+        on every node and no row passes through the driver. ``dim`` defaults to the length of
+        the first vector; ``options`` are the constructor's (``shards``, ``kind``, ...). A bad
+        batch fails the build with its error (ValueError naming the row or id); batches
+        already routed stay added."""
+        _ray()
+        from ray.data import Dataset
+
+        if not isinstance(ds, Dataset):
+            raise TypeError(f"ds must be a ray.data.Dataset, got {type(ds).__name__}")
+        names = set(ds.columns())
+        roles = [("vector_column", vector_column), ("id_column", id_column), ("time_column", time_column)]
+        roles += [("metadata_columns", m) for m in metadata_columns or []]
+        for role, name in roles:
+            if name is not None and name not in names:
+                known = ", ".join(sorted(names))
+                raise ValueError(f"{role} {name!r} is not a column of the dataset ({known})")
+        if dim is None:
+            first = ds.take(1)
+            if not first:
+                raise ValueError("the dataset is empty and no dim was given")
+            dim = int(np.asarray(first[0][vector_column]).shape[-1])
+        index = cls(dim, **options)
+        from ._shard import Router
+
+        columns = {"vector": vector_column, "id": id_column, "time": time_column,
+                   "metadata": list(metadata_columns or [])}  # fmt: skip
+        try:
+            workers = as_positive_int(concurrency, "concurrency")
+            added = ds.map_batches(
+                Router, fn_constructor_args=(index._actors, index._dim, index.curvature, columns),
+                batch_size=batch_size, batch_format="numpy", concurrency=workers,
+            ).sum("added")  # fmt: skip
+        except Exception as exc:
+            cause = _user_cause(exc)
+            if cause is not None:
+                raise cause from None
+            raise
+        described = index._gather([a.describe.remote() for a in index._actors])
+        index._next_id = max(int(d["next_auto_id"]) for d in described)
+        if int(added or 0) != index.ntotal:
+            raise RuntimeError(f"from_dataset routed {added} rows but the shards hold {index.ntotal}")
+        return index
+
     # ---- files --------------------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> None:
         """Every shard saves itself to ``path/shard-<i>`` (a path the shard's node can write:
@@ -378,6 +403,61 @@ class ShardedIndex:
 
     def __repr__(self) -> str:
         return f"ShardedIndex(dim={self._dim}, shards={self._shards}, kind={self._kind!r})"
+
+
+_USER_ERRORS = {"ValueError": ValueError, "TypeError": TypeError, "KeyError": KeyError}
+_USER_ERROR_LINE = re.compile(r"^\s*(ValueError|TypeError|KeyError): (.+)$", re.MULTILINE)
+
+
+def _user_cause(exc: BaseException) -> BaseException | None:
+    """The ValueError/TypeError/KeyError a Ray Data worker raised. Ray Data hands it back only
+    as the text of a UserCodeException (the original object stays in the worker), so it is
+    rebuilt from the last such line of that text; None when there is none."""
+    found = _USER_ERROR_LINE.findall(str(exc))
+    if not found:
+        return None
+    name, message = found[-1]
+    return _USER_ERRORS[name](message)
+
+
+def routed_parts(
+    checker: Any, dim: int, shards: int, x: ArrayLike, ids: ArrayLike, t: Any, valid_from: Any,
+    valid_until: Any, metadata: Any,
+) -> list[tuple[int, tuple[Any, ...]]]:  # fmt: skip
+    """An add checked as the local index checks it (points, ids, times, window, metadata) and
+    split by shard: [(shard, (x, ids, (t, valid_from, valid_until), metadata))] for the shards
+    that get rows. Raises before anything is sent."""
+    arr = as_matrix(x, dim, "x")
+    id_arr = as_ids(ids)
+    n = arr.shape[0]
+    if id_arr.shape[0] != n:
+        raise ValueError(f"x has {n} rows but ids has {id_arr.shape[0]} entries")
+    if n == 0:
+        return []
+    t_us = _time.as_time_column(t, n, "t", default=_time.now_micros() if t is None else None)
+    vf = _time.as_time_column(valid_from, n, "valid_from", open_end=_time.OPEN_START)
+    vu = _time.as_time_column(valid_until, n, "valid_until", open_end=_time.OPEN_END)
+    check_window(vf, vu)
+    meta = metadata_table(metadata, n)
+    checker.validate_points(arr, "x")
+    if np.any(id_arr == -1):
+        raise ValueError(f"ids row {int(np.flatnonzero(id_arr == -1)[0])}: -1 is reserved for padding")
+    uniq, first = np.unique(id_arr, return_index=True)
+    if uniq.shape[0] != n:
+        dup = int(np.setdiff1d(np.arange(n), first)[0])
+        raise ValueError(f"ids row {dup}: id {int(id_arr[dup])} appears twice in this call")
+    owner = shard_of(id_arr, shards)
+    parts = []
+    for s in range(shards):
+        p = np.flatnonzero(owner == s)
+        if p.size:
+            times = (
+                _as_datetime64(t_us[p], None),
+                _as_datetime64(vf[p], _time.OPEN_START),
+                _as_datetime64(vu[p], _time.OPEN_END),
+            )
+            parts.append((s, (arr[p], id_arr[p], times, None if meta is None else meta.take(p))))
+    return parts
 
 
 def _as_datetime64(us: NDArray[np.int64], open_value: int | None) -> NDArray[Any]:
