@@ -117,7 +117,8 @@ class ShardedIndex:
         paths = _paths or [None] * self._shards
         self._actors = [remote.remote(kind, self._dim, self._options, p) for p in paths]
         described = self._gather([a.describe.remote() for a in self._actors])
-        self._next_id = 0
+        # One past the largest id any shard ever stored (removed ones included), as add() numbers.
+        self._next_id = max(int(d["next_auto_id"]) for d in described)
         if _paths is not None:
             for i, d in enumerate(described):
                 if (d["kind"], d["dim"], d["curvature"]) != (kind, self._dim, self._options["curvature"]):
@@ -128,8 +129,6 @@ class ShardedIndex:
                     raise _core.IndexFormatError(
                         f"shard {i} at {paths[i]} holds id {int(wrong[0])}, which belongs to another shard"
                     )
-                if ids.size:
-                    self._next_id = max(self._next_id, int(ids.max()) + 1)
 
     # ---- plumbing -----------------------------------------------------------------------
     def _gather(self, refs: list[Any], shards: list[int] | None = None) -> list[Any]:
