@@ -123,6 +123,31 @@ void scan_chunk(const VectorStorage& storage, const std::vector<PreparedQuery>& 
   }
 }
 
+// Every chunk of the storage scanned on the pool (see scan_chunk), each worker with its own
+// packing buffers; tau_of(worker, query) and hit(worker, query, slot, rank, err) see the worker,
+// so each worker writes only its own state.
+template <typename TauOf, typename Hit>
+void scan_all(const VectorStorage& storage, const std::vector<PreparedQuery>& queries,
+              ThreadPool& pool, const TauOf& tau_of, const Hit& hit) {
+  const std::size_t n = storage.slots();
+  const std::size_t chunk = tiles_per_chunk(storage.dim()) * metric::kTileWidth;
+  const std::size_t n_chunks = (n + chunk - 1) / chunk;
+  struct Buffers {
+    std::vector<float> packed;
+    std::vector<metric::TileInfo> infos;
+  };
+  std::vector<Buffers> buffers(static_cast<std::size_t>(pool.size()));
+  pool.parallel_for(n_chunks, [&](std::size_t ci, int w) {
+    const std::size_t first = ci * chunk, end = std::min(n, first + chunk);
+    scan_chunk(
+        storage, queries, first, end, buffers[w].packed, buffers[w].infos,
+        [&](std::size_t qi) { return tau_of(w, qi); },
+        [&](std::size_t qi, std::uint32_t slot, float rank, float err) {
+          hit(w, qi, slot, rank, err);
+        });
+  });
+}
+
 }  // namespace
 
 RangeHits flat_range_search(const VectorStorage& storage, const float* queries, std::size_t nq,
@@ -142,26 +167,14 @@ RangeHits flat_range_search(const VectorStorage& storage, const float* queries, 
     const float tau = static_cast<float>(delta_limit / prepared[i].factor * (1.0 + 1e-6));
     prepared[i].tile = {q, static_cast<float>(sq), static_cast<float>(std::sqrt(sq)), tau};
   }
-  const std::size_t n = storage.slots();
-  const std::size_t chunk = tiles_per_chunk(dim) * metric::kTileWidth;
-  const std::size_t n_chunks = (n + chunk - 1) / chunk;
-  const int workers = pool.size();
   // Candidates per worker and query, so each worker writes only its own lists.
   std::vector<std::vector<std::vector<std::uint32_t>>> found(
-      static_cast<std::size_t>(workers), std::vector<std::vector<std::uint32_t>>(nq));
-  struct Buffers {
-    std::vector<float> packed;
-    std::vector<metric::TileInfo> infos;
-  };
-  std::vector<Buffers> buffers(static_cast<std::size_t>(workers));
-  pool.parallel_for(n_chunks, [&](std::size_t ci, int w) {
-    const std::size_t first = ci * chunk, end = std::min(n, first + chunk);
-    auto& mine = found[w];
-    scan_chunk(
-        storage, prepared, first, end, buffers[w].packed, buffers[w].infos,
-        [&](std::size_t qi) { return prepared[qi].tile.tau; },
-        [&](std::size_t qi, std::uint32_t slot, float, float) { mine[qi].push_back(slot); });
-  });
+      static_cast<std::size_t>(pool.size()), std::vector<std::vector<std::uint32_t>>(nq));
+  scan_all(
+      storage, prepared, pool, [&](int, std::size_t qi) { return prepared[qi].tile.tau; },
+      [&](int w, std::size_t qi, std::uint32_t slot, float, float) {
+        found[w][qi].push_back(slot);
+      });
   std::vector<std::vector<std::pair<float, std::int64_t>>> hits(nq);
   pool.parallel_for(nq, [&](std::size_t qi, int) {
     const float* q = queries + qi * dim;
@@ -201,27 +214,13 @@ void flat_search(const VectorStorage& storage, const float* queries, std::size_t
     prepared[i].tile = {q, static_cast<float>(sq), static_cast<float>(std::sqrt(sq)), kInf};
     prepared[i].factor = metric::conformal_factor(sq, c);
   }
-  const std::size_t n = storage.slots();
-  const std::size_t chunk = tiles_per_chunk(dim) * metric::kTileWidth;
-  const std::size_t n_chunks = (n + chunk - 1) / chunk;
-  const int workers = pool.size();
-  std::vector<std::vector<QueryState>> states(static_cast<std::size_t>(workers),
+  std::vector<std::vector<QueryState>> states(static_cast<std::size_t>(pool.size()),
                                               std::vector<QueryState>(nq));
-  struct Buffers {
-    std::vector<float> packed;
-    std::vector<metric::TileInfo> infos;
-  };
-  std::vector<Buffers> buffers(static_cast<std::size_t>(workers));
-  pool.parallel_for(n_chunks, [&](std::size_t ci, int w) {
-    const std::size_t first = ci * chunk, end = std::min(n, first + chunk);
-    auto& mine = states[w];
-    scan_chunk(
-        storage, prepared, first, end, buffers[w].packed, buffers[w].infos,
-        [&](std::size_t qi) { return mine[qi].tau; },
-        [&](std::size_t qi, std::uint32_t slot, float rank, float err) {
-          mine[qi].consider(slot, rank, err, k);
-        });
-  });
+  scan_all(
+      storage, prepared, pool, [&](int w, std::size_t qi) { return states[w][qi].tau; },
+      [&](int w, std::size_t qi, std::uint32_t slot, float rank, float err) {
+        states[w][qi].consider(slot, rank, err, k);
+      });
 
   // Merge the workers' views per query: tau is the k-th smallest upper bound over all of them.
   pool.parallel_for(nq, [&](std::size_t qi, int) {
