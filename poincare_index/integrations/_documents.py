@@ -26,7 +26,7 @@ from ..geometry import distance
 
 __all__ = [
     "encode_metadata", "decode_metadata", "check_kinds", "metadata_filter", "resolve_missing",
-    "mmr_select", "write_copy",
+    "mmr_select", "upsert", "write_copy",
 ]  # fmt: skip
 
 JSON_COLUMN = "metadata_json"
@@ -242,3 +242,23 @@ def write_copy(memory: Any, embedder: Any, path: Any, **memory_options: Any) -> 
                 [r.text for r in results], ids, t=[r.t for r in results],
                 metadata=[dict(r.metadata) for r in results], vectors=memory.vectors(ids),
             )  # fmt: skip
+
+
+def upsert(memory: Any, ids: Sequence[str], texts: Sequence[str], metas: Sequence[Mapping[str, Any]],
+           points: NDArray[Any]) -> None:  # fmt: skip
+    """Stores each document, replacing one with the same id (an id given twice: the last
+    wins): the new ones in one ``add_many``, then each replaced one by ``update`` (its old
+    metadata keys that the new document lacks removed)."""
+    last = {doc_id: i for i, doc_id in enumerate(ids)}
+    new = [i for doc_id, i in last.items() if doc_id not in memory]
+    if new:
+        memory.add_many(
+            [texts[i] for i in new], [ids[i] for i in new], metadata=[metas[i] for i in new],
+            vectors=points[new],
+        )  # fmt: skip
+    added = set(new)
+    for doc_id, i in last.items():
+        if i not in added:
+            old = memory[doc_id].metadata
+            replacement = {key: None for key in old if key not in metas[i]} | dict(metas[i])
+            memory.update(doc_id, texts[i], metadata=replacement, vector=points[i])

@@ -45,6 +45,7 @@ from ._documents import (
     metadata_filter,
     mmr_select,
     resolve_missing,
+    upsert,
     write_copy,
 )
 
@@ -181,19 +182,7 @@ class PoincareVectorStore(VectorStore):
         mem = self._memory
         assert mem is not None
         check_kinds(encoded, _metadata_schema(mem), "text")
-        last = {doc_id: i for i, doc_id in enumerate(out_ids)}  # an id given twice: the last wins
-        new = [i for doc_id, i in last.items() if doc_id not in mem]
-        if new:
-            mem.add_many(
-                [texts[i] for i in new], [out_ids[i] for i in new],
-                metadata=[encoded[i] for i in new], vectors=vectors[new],
-            )  # fmt: skip
-        for doc_id, i in last.items():
-            if i in new:
-                continue
-            old = mem[doc_id].metadata
-            replacement = {key: None for key in old if key not in encoded[i]} | encoded[i]
-            mem.update(doc_id, texts[i], metadata=replacement, vector=vectors[i])
+        upsert(mem, out_ids, texts, encoded, vectors)
         return out_ids
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:

@@ -60,6 +60,7 @@ from ._documents import (
     encode_metadata,
     mmr_select,
     resolve_missing,
+    upsert,
     write_copy,
 )
 
@@ -271,18 +272,7 @@ class PoincareVectorStore(BasePydanticVectorStore):
         mem = self._memory
         table = mem.index._columns.metadata
         check_kinds(metas, None if table is None else table.schema, "node")
-        last = {node_id: i for i, node_id in enumerate(ids)}
-        new = [i for node_id, i in last.items() if node_id not in mem]
-        if new:
-            mem.add_many(
-                [texts[i] for i in new], [ids[i] for i in new], metadata=[metas[i] for i in new],
-                vectors=points[new],
-            )  # fmt: skip
-        for node_id, i in last.items():
-            if i not in new:
-                old = mem[node_id].metadata
-                replacement = {key: None for key in old if key not in metas[i]} | metas[i]
-                mem.update(node_id, texts[i], metadata=replacement, vector=points[i])
+        upsert(mem, ids, texts, metas, points)
         return ids
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
