@@ -15,14 +15,12 @@ import pyarrow as pa
 from numpy.typing import ArrayLike, NDArray
 
 from ._validation import as_finite_float, as_id, as_matrix, as_positive_int, check_result_size
+from .columns import RESERVED_COLUMNS
 
 if TYPE_CHECKING:
     from .index import _IndexBase
 
 __all__ = ["SearchParameters", "FaissSurface"]
-
-# The per-point columns every index has before its metadata columns (see _IndexBase.columns).
-_BUILTIN_COLUMNS = ("id", "t", "valid_from", "valid_until", "access_count")
 
 
 @dataclass(frozen=True)
@@ -189,7 +187,7 @@ class FaissSurface:
             if shift and (int(ids.max()) + shift > np.iinfo(np.int64).max or int(ids.min()) + shift < 0):
                 raise ValueError(f"add_id={shift} moves other's ids outside [0, 2**63 - 1]")
             new_ids = ids + shift
-            metadata_names = [c for c in table.column_names if c not in _BUILTIN_COLUMNS]
+            metadata_names = [c for c in table.column_names if c not in RESERVED_COLUMNS]
             metadata = table.select(metadata_names) if metadata_names else None
             self.add_with_ids(  # type: ignore[attr-defined]
                 x, new_ids, t=table.column("t").combine_chunks(),
