@@ -283,3 +283,21 @@ def policy_terms(policy: DecayPolicy | None) -> NDArray[np.float64]:
     if not isinstance(policy, DecayPolicy):
         raise TypeError(f"decay must be a decay policy or None, got {type(policy).__name__}")
     return np.asarray(policy._terms(), dtype=np.float64).reshape(-1, 3)
+
+
+def log_weight_bound(policy: DecayPolicy | None, min_age_hours: float, max_access_count: float) -> float:
+    """An upper bound of log w over every point at least ``min_age_hours`` old (at_time - t,
+    clamped at 0) whose access count is at most ``max_access_count`` (inf: unknown), inside or
+    outside any validity window. Every term decays with age and none grows past 0, so the bound
+    is the sum of the terms at the youngest age (a validity term: 0)."""
+    dt = max(float(min_age_hours), 0.0)
+    total = 0.0
+    for kind, p0, p1 in policy_terms(policy).tolist():
+        if kind == _HALF_LIFE:
+            total -= math.log(2.0) * dt / p0
+        elif kind == _EXPONENTIAL:
+            total -= p0 * dt
+        elif kind == _EBBINGHAUS:
+            stability = p0 * (1.0 + p1 * max_access_count) if p1 > 0 else p0
+            total -= dt / stability if math.isfinite(stability) else 0.0
+    return total

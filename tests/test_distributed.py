@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -34,6 +35,19 @@ def local_cluster(tmp_path_factory):
     finally:
         ray.shutdown()
         os.chdir(cwd)
+
+
+def _kill(actor) -> None:
+    """ray.kill and wait until the actor is gone: the kill is asynchronous, and a call sent
+    right after it may still be served (CI saw that once)."""
+    ray.kill(actor)
+    for _ in range(200):
+        try:
+            ray.get(actor.ntotal.remote(), timeout=5)
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            return
+        time.sleep(0.05)
+    raise AssertionError("the killed actor kept answering for 10 s")
 
 
 @pytest.fixture(scope="module")
@@ -139,18 +153,23 @@ def test_save_load_and_crafted_manifests_are_refused(data, tmp_path):
     back.close()
     manifest = tmp_path / "ix" / "sharded.json"
     doc = json.loads(manifest.read_text())
-    doc["shards"] = 3
+    doc["dim"] = 3
     manifest.write_text(json.dumps(doc))  # checksum no longer matches
     with pytest.raises(pi.IndexFormatError, match="checksum"):
         ShardedIndex.load(tmp_path / "ix")
     from poincare_index.memory.store import write_json_atomic
 
-    body = {k: v for k, v in doc.items() if k != "checksum"} | {"shards": 2}
+    two = [{"number": 0, "bucket": None}, {"number": 1, "bucket": None}]
+    body = {k: v for k, v in doc.items() if k != "checksum"} | {"dim": 16, "shards": two}
     crafted = [
-        ({"shards": 3}, "shard-2 is missing"),
-        ({"shards": 10**9}, "outside"),
+        ({"shards": [*two, {"number": 2, "bucket": None}]}, "shard-2 is missing"),
+        ({"shards": [{"number": i, "bucket": None} for i in range(5000)]}, "outside"),
+        ({"shards": two[::-1]}, "numbered 0..1 in order"),
+        ({"shards": [two[0], two[0]]}, "repeat"),
+        ({"version": 1, "shards": 10**9}, "outside"),
         ({"format": "x"}, "not a sharded index"),
         ({"dim": 8}, "does not match"),
+        ({"partition": "time", "time": None}, "its own time range"),
     ]
     for change, match in crafted:
         write_json_atomic(manifest, body | change)
@@ -169,7 +188,7 @@ def test_a_dead_shard_is_named_and_hash_routing_is_even(data):
     base, queries, _ = data
     s = ShardedIndex(16, shards=2, kind="flat")
     s.add(base[:100])
-    ray.kill(s.actors[1])
+    _kill(s.actors[1])
     with pytest.raises(ShardUnavailableError, match="shard 1"):
         s.search(queries[:2], 3)
     s.close()
@@ -187,7 +206,7 @@ def test_a_dead_shard_is_named_by_its_number_in_routed_writes(data):
     base, _, _ = data
     s = ShardedIndex(16, shards=3, kind="flat")
     s.add_with_ids(base[:30], np.arange(30))
-    ray.kill(s.actors[2])
+    _kill(s.actors[2])
     on_two = [i for i in range(100, 200) if shard_of(np.array([i]), 3)[0] == 2][:1]
     with pytest.raises(ShardUnavailableError, match="shard 2"):
         s.remove_ids(on_two)  # the call reaches shard 2 only: named by its number, not position

@@ -1,8 +1,15 @@
 """The Ray actor behind each shard: one local index, driven by ShardedIndex. Imported only
-once Ray is (the class is wrapped with ``ray.remote`` by the driver)."""
+once Ray is (the class is wrapped with ``ray.remote`` by the driver).
+
+Every write the shard applies (add, remove, the access counts a ``touch=True`` search adds)
+advances its sequence number and returns it; ``save`` returns the number its file holds. The
+driver's log of acknowledged writes is kept by these numbers, so a shard restored from its file
+replays exactly the writes after it, whatever order the acknowledgements reached the driver in.
+"""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -15,7 +22,9 @@ class Shard:
     """One shard: a PoincareIndex or PoincareFlatIndex and the calls the driver makes on it.
     Inputs arrive validated by the driver; the index validates them again (cheaply)."""
 
-    def __init__(self, kind: str, dim: int, options: dict[str, Any], path: str | None = None) -> None:
+    def __init__(
+        self, kind: str, dim: int, options: dict[str, Any], path: str | None = None, seq: int = 0
+    ) -> None:
         if path is not None:
             self.index = read_index(path, num_threads=options.get("num_threads"))
         elif kind == "flat":
@@ -26,10 +35,22 @@ class Shard:
                 curvature=options["curvature"], seed=options["seed"], ef_search=options["ef_search"],
                 num_threads=options.get("num_threads"),
             )  # fmt: skip
+        self.seq = int(seq)
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": self.index.kind, "dim": self.index.dim, "curvature": self.index.curvature,
-                "ntotal": self.index.ntotal, "next_auto_id": int(self.index._core.next_auto_id)}  # fmt: skip
+        """Kind, size and the bounds the driver prunes by: stamps (min, max; None when empty) and
+        the largest access count, over the live rows."""
+        live = np.asarray(self.index._core.live_slots(), dtype=bool)
+        cols = self.index.columns
+        t = cols.column("t").to_numpy().astype("datetime64[us]").astype(np.int64)[live]
+        access = cols.column("access_count").to_numpy()[live]
+        return {
+            "kind": self.index.kind, "dim": self.index.dim, "curvature": self.index.curvature,
+            "ntotal": self.index.ntotal, "next_auto_id": int(self.index._core.next_auto_id),
+            "t_min": int(t.min()) if t.size else None, "t_max": int(t.max()) if t.size else None,
+            "max_access": int(access.max()) if access.size else 0, "seq": self.seq,
+            "pid": os.getpid(), "node_id": _node_id(),
+        }  # fmt: skip
 
     def ids(self) -> np.ndarray:
         live = np.asarray(self.index._core.live_slots(), dtype=bool)
@@ -40,46 +61,84 @@ class Shard:
         self.index._core.validate_new_ids(np.ascontiguousarray(ids, dtype=np.int64))
 
     def add(self, x: np.ndarray, ids: np.ndarray, times: tuple[Any, Any, Any], metadata: Any) -> int:
-        """Adds validated rows; ``times`` is (t, valid_from, valid_until) as datetime64[us]."""
+        """Adds validated rows; ``times`` is (t, valid_from, valid_until) as datetime64[us].
+        Returns the sequence number of this write."""
         t, valid_from, valid_until = times
         self.index.add_with_ids(x, ids, t, valid_from, valid_until, metadata)
-        return int(self.index.ntotal)
+        self.seq += 1
+        return self.seq
+
+    def remove(self, ids: np.ndarray) -> tuple[int, int]:
+        """(how many were removed, the sequence number of this write)."""
+        removed = int(self.index.remove_ids(ids))
+        self.seq += 1
+        return removed, self.seq
+
+    def touch(self, ids: np.ndarray) -> int:
+        """Adds 1 to the access count of each id (listed twice: 2; unknown ones are ignored), as
+        a ``touch=True`` search asks for what the merge returned. Returns the sequence number."""
+        slot_ids = np.asarray(self.index._core.slot_ids(), dtype=np.int64)
+        live = np.flatnonzero(np.asarray(self.index._core.live_slots(), dtype=bool))
+        row_of = dict(zip(slot_ids[live].tolist(), live.tolist()))
+        rows = [row_of[i] for i in np.asarray(ids, dtype=np.int64).tolist() if i in row_of]
+        if rows:
+            self.index._columns.add_access(np.asarray(rows, dtype=np.int64))
+        self.seq += 1
+        return self.seq
 
     def search(self, q: np.ndarray, k: int, ef: int | None, filters: Any) -> tuple[np.ndarray, np.ndarray]:
         return self.index.search(q, k, ef, filters=filters)
 
     def search_scored(self, q: np.ndarray, k: int, options: dict[str, Any]) -> tuple[np.ndarray, ...]:
-        r = self.index.search_scored(q, k, **options)
+        """The six result columns; never touches (the driver touches what its merge returns)."""
+        r = self.index.search_scored(q, k, **{**options, "touch": False})
         return r.ids, r.scores, r.distances, r.depths, r.time_weights, r.log_weights
-
-    def remove(self, ids: np.ndarray) -> int:
-        return int(self.index.remove_ids(ids))
 
     def reconstruct_batch(self, ids: np.ndarray) -> np.ndarray:
         return self.index.reconstruct_batch(ids)
 
+    def find(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(a mask of the ids held here, their vectors): for partitions that do not know an id's
+        shard."""
+        ids = np.asarray(ids, dtype=np.int64)
+        held = np.isin(ids, self.ids())
+        return held, self.index.reconstruct_batch(ids[held])
+
     def ntotal(self) -> int:
         return int(self.index.ntotal)
 
-    def save(self, path: str) -> None:
+    def save(self, path: str) -> int:
+        """Saves the index to ``path`` (atomically); returns the sequence number it holds."""
         self.index.save(path)
+        return self.seq
+
+
+def _node_id() -> str | None:
+    try:
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id())
+    except Exception:  # outside Ray (direct use in tests)
+        return None
 
 
 class Router:
     """A Ray Data worker of ``ShardedIndex.from_dataset``: checks each batch as the driver checks
     an add (points, ids, times, metadata), splits it by shard and sends each part straight to its
-    shard actor, so the batches never pass through the driver."""
+    shard actor, so the batches never pass through the driver. ``route`` maps checked rows to
+    the keys of ``actors`` (a shard number, or a time bucket)."""
 
-    def __init__(self, actors: list[Any], dim: int, curvature: float, columns: dict[str, Any]) -> None:
+    def __init__(self, actors: dict[int, Any], dim: int, curvature: float, columns: dict[str, Any],
+                 route: Any) -> None:  # fmt: skip
         from .. import _core
 
-        self._actors, self._dim, self._columns = actors, dim, columns
+        self._actors, self._dim, self._columns, self._route = actors, dim, columns, route
         self._checker = _core.FlatIndexCore(dim, curvature, 1)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         import ray
 
-        from .sharded import routed_parts
+        from .routing import check_add
 
         cols = self._columns
         vectors = batch[cols["vector"]]
@@ -87,7 +146,13 @@ class Router:
             vectors = np.stack([np.asarray(v) for v in vectors])
         metadata = {name: batch[name] for name in cols["metadata"]} or None
         t = batch[cols["time"]] if cols["time"] is not None else None
-        parts = routed_parts(self._checker, self._dim, len(self._actors), vectors, batch[cols["id"]],
-                             t, None, None, metadata)  # fmt: skip
-        ray.get([self._actors[s].add.remote(*args) for s, args in parts])
-        return {"added": np.array([len(batch[cols["id"]])], dtype=np.int64)}
+        rows = check_add(self._checker, self._dim, vectors, batch[cols["id"]], t, None, None, metadata,
+                         now_us=cols["now_us"])  # fmt: skip
+        parts = rows.split(self._route(rows))
+        missing = [key for key, _ in parts if key not in self._actors]
+        if missing:
+            raise ValueError(
+                f"a row of this batch belongs to shard key {missing[0]}, which the build did not open"
+            )
+        ray.get([self._actors[key].add.remote(*args) for key, args in parts])
+        return {"added": np.array([len(rows)], dtype=np.int64)}

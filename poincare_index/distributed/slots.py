@@ -1,0 +1,192 @@
+"""The driver's view of its shards: one slot per shard actor, the calls it makes on them (bounded
+waits, errors re-raised as themselves, a dead shard named by its number), and restoration: with
+a checkpoint, a dead shard is brought back from its last save and the writes acknowledged since
+then are re-applied from the slot's log, so no acknowledged write is lost."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["ShardSlot", "ShardSet", "ShardUnavailableError"]
+
+
+class ShardUnavailableError(RuntimeError):
+    """A shard actor died, did not answer in time, or could not be restored; the message names
+    the shard by its number."""
+
+
+@dataclass
+class ShardSlot:
+    """One shard: its actor, what the driver knows of its rows (stamp bounds of every row sent,
+    an upper bound of its access counts) and, with a checkpoint, where it was last saved and the
+    writes acknowledged since: (sequence number, method, arguments), replayed in that order."""
+
+    number: int
+    actor: Any
+    bucket: int | None = None
+    t_min: int | None = None
+    t_max: int | None = None
+    max_access: int = 0
+    saved_path: str | None = None
+    saved_seq: int = 0
+    log: list[tuple[int, str, tuple[Any, ...]]] = field(default_factory=list)
+
+    def note_times(self, t_us: NDArray[np.int64]) -> None:
+        """Widens the stamp bounds to cover rows stamped ``t_us`` (removals never narrow them:
+        bounds, not exact ranges)."""
+        if t_us.size:
+            lo, hi = int(t_us.min()), int(t_us.max())
+            self.t_min = lo if self.t_min is None else min(self.t_min, lo)
+            self.t_max = hi if self.t_max is None else max(self.t_max, hi)
+
+    def saved(self, path: str, seq: int) -> None:
+        """The shard's file at ``path`` holds every write up to ``seq``: later ones stay logged."""
+        self.saved_path, self.saved_seq = path, seq
+        self.log = [entry for entry in self.log if entry[0] > seq]
+
+
+class ShardSet:
+    """The slots and the calls on them. ``make_actor(path, seq)`` starts a shard actor (from a
+    saved index when ``path`` is given, its sequence number at ``seq``). ``call_timeout``
+    bounds every wait for an answer and ``restore_timeout`` a restoration; ``recover`` turns
+    restoration (and the write log it needs) on."""
+
+    def __init__(
+        self, make_actor: Callable[[str | None, int], Any], *, call_timeout: float, restore_timeout: float,
+        recover: bool,
+    ) -> None:  # fmt: skip
+        self.slots: list[ShardSlot] = []
+        self._make_actor = make_actor
+        self.call_timeout, self.restore_timeout, self.recover = call_timeout, restore_timeout, recover
+        self._restore_lock = threading.Lock()
+        self._log_lock = threading.Lock()
+
+    def open(
+        self, number: int, bucket: int | None = None, path: str | None = None, seq: int = 0
+    ) -> ShardSlot:
+        """A new slot with a new actor (an empty shard, or the one saved at ``path``)."""
+        slot = ShardSlot(number, self._make_actor(path, seq), bucket, saved_path=path, saved_seq=seq)
+        self.slots.append(slot)
+        return slot
+
+    def by_number(self, number: int) -> ShardSlot:
+        for slot in self.slots:
+            if slot.number == number:
+                return slot
+        raise KeyError(f"no shard {number}")
+
+    def log(self, slot: ShardSlot, seq: int, method: str, args: tuple[Any, ...]) -> None:
+        """Records an acknowledged write (only with ``recover``: nothing else replays it)."""
+        if self.recover:
+            with self._log_lock:
+                slot.log.append((seq, method, args))
+
+    def call(
+        self, slots: Sequence[ShardSlot], method: str, args: Sequence[tuple[Any, ...]], *,
+        allow_partial: bool = False,
+    ) -> tuple[list[Any], list[int]]:  # fmt: skip
+        """``method(*args[i])`` on every slot at once, one wait for all. Returns (the answers, in
+        slot order, None for a shard that did not answer; the numbers of those shards, only
+        with ``allow_partial``). A shard's own exception is re-raised as itself (a KeyError stays
+        a KeyError). A dead shard is restored and asked again when ``recover`` is on; otherwise,
+        and for a shard that does not answer within ``call_timeout``, ShardUnavailableError
+        names it, unless ``allow_partial`` lists it as missing instead."""
+        import ray
+
+        refs = [getattr(s.actor, method).remote(*a) for s, a in zip(slots, args)]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=self.call_timeout)
+        done = set(ready)
+        answers: list[Any] = [None] * len(slots)
+        missing: list[int] = []
+        for i, (slot, ref) in enumerate(zip(slots, refs)):
+            actor = slot.actor
+            if ref not in done:
+                problem = f"shard {slot.number} did not answer {method} within {self.call_timeout:g} s"
+            else:
+                try:
+                    answers[i] = ray.get(ref)
+                    continue
+                except ray.exceptions.RayTaskError as exc:
+                    cause = exc.cause if isinstance(exc.cause, BaseException) else RuntimeError(str(exc))
+                    raise cause from None
+                except ray.exceptions.RayActorError as exc:
+                    problem = f"shard {slot.number} is unavailable: {type(exc).__name__}"
+                    if self.recover and not allow_partial:
+                        self.restore(slot, actor)
+                        answers[i] = self._call_one(slot, method, args[i])
+                        continue
+            if allow_partial:
+                missing.append(slot.number)
+                continue
+            hint = "" if self.recover else " (give the index a checkpoint_path to restore dead shards)"
+            raise ShardUnavailableError(problem + hint)
+        return answers, missing
+
+    def _call_one(self, slot: ShardSlot, method: str, args: tuple[Any, ...]) -> Any:
+        import ray
+
+        ref = getattr(slot.actor, method).remote(*args)
+        try:
+            return ray.get(ref, timeout=self.call_timeout)
+        except ray.exceptions.RayTaskError as exc:
+            cause = exc.cause if isinstance(exc.cause, BaseException) else RuntimeError(str(exc))
+            raise cause from None
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
+            raise ShardUnavailableError(
+                f"shard {slot.number} failed again after it was restored: {type(exc).__name__}"
+            ) from None
+
+    def restore(self, slot: ShardSlot, dead: Any) -> None:
+        """Replaces the dead actor ``dead`` of ``slot`` by one loaded from the slot's last save
+        (an empty shard if it was never saved), then replays the slot's log. A call that finds
+        another thread restoring waits for it, at most ``restore_timeout``."""
+        import ray
+
+        if not self._restore_lock.acquire(timeout=self.restore_timeout):
+            raise ShardUnavailableError(
+                f"shard {slot.number} is being restored and was not back within {self.restore_timeout:g} s"
+            )
+        try:
+            if slot.actor is not dead:  # another call restored it meanwhile
+                return
+            with self._log_lock:
+                entries = sorted(e for e in slot.log if e[0] > slot.saved_seq)
+            try:
+                actor = self._make_actor(slot.saved_path, slot.saved_seq)
+                replies = ray.get(
+                    [getattr(actor, method).remote(*a) for _, method, a in entries]
+                    + [actor.describe.remote()],
+                    timeout=self.restore_timeout,
+                )
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
+                raise ShardUnavailableError(
+                    f"shard {slot.number} could not be restored from {slot.saved_path or 'an empty shard'} "
+                    f"within {self.restore_timeout:g} s: {type(exc).__name__}"
+                ) from None
+            except ray.exceptions.RayTaskError as exc:
+                raise ShardUnavailableError(f"shard {slot.number} could not be restored: {exc}") from None
+            # Each replayed write must land on the number it had: else the log is not this shard's.
+            got = [r[1] if isinstance(r, tuple) else r for r in replies[:-1]]
+            want = [seq for seq, _, _ in entries]
+            if got != want:
+                raise ShardUnavailableError(
+                    f"shard {slot.number}: the replayed writes got sequence numbers {got[:5]} "
+                    f"where the log has {want[:5]}; the shard was not restored"
+                )
+            slot.actor = actor
+            ray.kill(dead)
+        finally:
+            self._restore_lock.release()
+
+    def close(self) -> None:
+        import ray
+
+        for slot in self.slots:
+            ray.kill(slot.actor)
+        self.slots = []
