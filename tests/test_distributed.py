@@ -8,7 +8,7 @@ import json
 import os
 import shutil
 import sys
-import time
+from datetime import timedelta
 
 import numpy as np
 import pytest
@@ -17,49 +17,18 @@ if not os.environ.get("CI"):  # CI installs the extra: a missing one fails there
     pytest.importorskip("ray")
 
 import ray  # noqa: E402
+from ray_helpers import kill_and_wait  # noqa: E402
 from reference import recall  # noqa: E402
 
 import poincare_index as pi  # noqa: E402
 from poincare_index.distributed import ShardedIndex, ShardUnavailableError, shard_of  # noqa: E402
 
-
-@pytest.fixture(scope="module", autouse=True)
-def local_cluster(tmp_path_factory):
-    # Ray puts the driver's working directory on its workers' import path: started from a
-    # source checkout, they would import the unbuilt package there instead of the installed one.
-    cwd = os.getcwd()
-    os.chdir(tmp_path_factory.mktemp("ray-driver"))
-    try:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-        yield
-    finally:
-        ray.shutdown()
-        os.chdir(cwd)
-
-
-def _kill(actor) -> None:
-    """ray.kill and wait until the actor is gone: the kill is asynchronous, and a call sent
-    right after it may still be served (CI saw that once)."""
-    ray.kill(actor)
-    for _ in range(200):
-        try:
-            ray.get(actor.ntotal.remote(), timeout=5)
-        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
-            return
-        time.sleep(0.05)
-    raise AssertionError("the killed actor kept answering for 10 s")
-
-
-@pytest.fixture(scope="module")
-def data(tree_data):
-    base, queries = tree_data
-    t = np.datetime64("2026-01-01", "us") + (np.arange(len(base)) * 3_600_000_000).astype("timedelta64[us]")
-    return base, queries, t
+pytestmark = pytest.mark.usefixtures("local_ray")
 
 
 @pytest.mark.parametrize("shards", [2, 4])
-def test_sharded_flat_equals_the_single_flat_index(shards, data):
-    base, queries, t = data
+def test_sharded_flat_equals_the_single_flat_index(shards, stamped_data):
+    base, queries, t = stamped_data
     single = pi.PoincareFlatIndex(16)
     single.add(base, t=t, metadata={"g": np.arange(len(base)) % 3})
     sharded = ShardedIndex(16, shards=shards, kind="flat")
@@ -83,8 +52,8 @@ def test_sharded_flat_equals_the_single_flat_index(shards, data):
     sharded.close()
 
 
-def test_sharded_hnsw_recall_is_at_least_the_single_one(data):
-    base, queries, _ = data
+def test_sharded_hnsw_recall_is_at_least_the_single_one(stamped_data):
+    base, queries, _ = stamped_data
     sharded = ShardedIndex(16, shards=2, kind="hnsw", seed=1)
     sharded.add(base)
     single = pi.PoincareIndex(16, seed=1)
@@ -100,8 +69,8 @@ def test_sharded_hnsw_recall_is_at_least_the_single_one(data):
     sharded.close()
 
 
-def test_writes_are_validated_on_the_driver_before_anything_is_sent(data):
-    base, _, _ = data
+def test_writes_are_validated_on_the_driver_before_anything_is_sent(stamped_data):
+    base, _, _ = stamped_data
     s = ShardedIndex(16, shards=3, kind="flat")
     s.add_with_ids(base[:10], np.arange(10))
     bad = base[10:13].copy()
@@ -136,8 +105,8 @@ def test_writes_are_validated_on_the_driver_before_anything_is_sent(data):
     s.close()
 
 
-def test_save_load_and_crafted_manifests_are_refused(data, tmp_path):
-    base, queries, _ = data
+def test_save_load_and_crafted_manifests_are_refused(stamped_data, tmp_path):
+    base, queries, _ = stamped_data
     s = ShardedIndex(16, shards=2, kind="hnsw")
     s.add(base[:500])
     before = s.search(queries, 5)
@@ -184,11 +153,11 @@ def test_save_load_and_crafted_manifests_are_refused(data, tmp_path):
         ShardedIndex.load(tmp_path / "ix")
 
 
-def test_a_dead_shard_is_named_and_hash_routing_is_even(data):
-    base, queries, _ = data
+def test_a_dead_shard_is_named_and_hash_routing_is_even(stamped_data):
+    base, queries, _ = stamped_data
     s = ShardedIndex(16, shards=2, kind="flat")
     s.add(base[:100])
-    _kill(s.actors[1])
+    kill_and_wait(s.actors[1])
     with pytest.raises(ShardUnavailableError, match="shard 1"):
         s.search(queries[:2], 3)
     s.close()
@@ -202,19 +171,19 @@ def test_without_ray_the_error_names_the_extra(monkeypatch):
         ShardedIndex(4, shards=1)
 
 
-def test_a_dead_shard_is_named_by_its_number_in_routed_writes(data):
-    base, _, _ = data
+def test_a_dead_shard_is_named_by_its_number_in_routed_writes(stamped_data):
+    base, _, _ = stamped_data
     s = ShardedIndex(16, shards=3, kind="flat")
     s.add_with_ids(base[:30], np.arange(30))
-    _kill(s.actors[2])
+    kill_and_wait(s.actors[2])
     on_two = [i for i in range(100, 200) if shard_of(np.array([i]), 3)[0] == 2][:1]
     with pytest.raises(ShardUnavailableError, match="shard 2"):
         s.remove_ids(on_two)  # the call reaches shard 2 only: named by its number, not position
     s.close()
 
 
-def test_from_dataset_builds_through_ray_data_workers(data):
-    base, queries, t = data
+def test_from_dataset_builds_through_ray_data_workers(stamped_data):
+    base, queries, t = stamped_data
     n = 1200
     ds = ray.data.from_items(
         [{"vec": base[i], "doc": i * 10, "when": t[i], "lang": ["en", "de"][i % 2]} for i in range(n)]
@@ -246,3 +215,22 @@ def test_from_dataset_builds_through_ray_data_workers(data):
         ShardedIndex.from_dataset(dup, vector_column="v", id_column="doc")
     with pytest.raises(TypeError, match="ray.data.Dataset"):
         ShardedIndex.from_dataset(base, vector_column="v", id_column="doc")
+
+
+def test_from_dataset_opens_the_time_shards_of_the_data(stamped_data):
+    base, queries, t = stamped_data
+    n = 600
+    ds = ray.data.from_items([{"vec": base[i], "id": i, "ts": t[i]} for i in range(n)])
+    s = ShardedIndex.from_dataset(
+        ds, vector_column="vec", id_column="id", time_column="ts", kind="flat", partition="time",
+        time_span=timedelta(days=7), batch_size=300, concurrency=1,
+    )  # fmt: skip
+    single = pi.PoincareFlatIndex(16)
+    single.add(base[:n], t=t[:n])
+    weeks = np.unique((t[:n].astype("datetime64[D]").astype(np.int64)) // 7)
+    assert s.shards == len(weeks) and s.ntotal == n
+    kw = dict(decay=pi.HalfLife(hours=24 * 7), at_time=t[n - 1])
+    np.testing.assert_array_equal(
+        s.search_scored(queries, 10, **kw).ids, single.search_scored(queries, 10, **kw).ids
+    )
+    s.close()

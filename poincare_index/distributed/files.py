@@ -207,7 +207,7 @@ def from_dataset(
 
             found = ds.map_batches(buckets_of, batch_format="numpy", batch_size=batch_size).unique("bucket")
             keys = sorted(int(b) for b in found)
-        actors = {b: index._slot_for_bucket(b).actor for b in keys}
+        actors = {b: slot.actor for b, slot in zip(keys, index._slots_for_buckets(keys))}
     columns = {"vector": vector_column, "id": id_column, "time": time_column,
                "metadata": list(metadata_columns or []), "now_us": now_us}  # fmt: skip
     try:

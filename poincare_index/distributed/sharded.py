@@ -65,10 +65,11 @@ class ShardedIndex:
     ``time_span`` (default 30 days, counted from ``time_origin``, default 1970-01-01 UTC), opened
     as rows arrive; ``shards`` does not apply.
 
-    Faults: every wait for a shard is bounded by ``call_timeout`` seconds; a dead or silent shard
-    raises ShardUnavailableError naming it. With ``checkpoint_path``, ``save()`` writes there and
-    a dead shard is restored from its last save plus the writes acknowledged since (kept on the
-    driver until the next save), within ``restore_timeout`` seconds; calls meanwhile wait.
+    Faults: every wait for a shard is bounded by ``call_timeout`` seconds (starting a shard by
+    ``restore_timeout``); a dead or silent shard raises ShardUnavailableError naming it. With
+    ``checkpoint_path``, ``save()`` writes there and a dead shard is restored from its last save
+    plus the writes acknowledged since (kept on the driver until the next save), within
+    ``restore_timeout`` seconds; calls meanwhile wait.
     """
 
     def __init__(
@@ -141,7 +142,7 @@ class ShardedIndex:
             for number in range(n_shards):
                 self._set.open(number)
         self._next_number = max((s.number for s in self._set.slots), default=-1) + 1
-        described = self._call(self._set.slots, "describe")
+        described = self._set.started(self._set.slots)
         for slot, d in zip(self._set.slots, described):
             slot.t_min, slot.t_max, slot.max_access = d["t_min"], d["t_max"], int(d["max_access"])
         # One past the largest id any shard ever stored (removed ones included), as add() numbers.
@@ -234,21 +235,26 @@ class ShardedIndex:
             else:  # any shard may hold an id already: all check
                 self._set.call(self._set.slots, "check_new_ids", [(rows.ids,)] * self.shards)
                 split = rows.split(TimeRoute(self._buckets)(rows))
-                parts = [(self._slot_for_bucket(key), args) for key, args in split]
+                parts = list(zip(self._slots_for_buckets([key for key, _ in split]), [a for _, a in split]))
             seqs = self._call([s for s, _ in parts], "add", [args for _, args in parts])
             for (slot, args), seq in zip(parts, seqs):
                 self._set.log(slot, seq, "add", args)
                 slot.note_times(args[2][0].astype(np.int64))
             self._next_id = max(self._next_id, int(rows.ids.max()) + 1)
 
-    def _slot_for_bucket(self, bucket: int) -> ShardSlot:
-        for slot in self._set.slots:
-            if slot.bucket == bucket:
-                return slot
-        slot = self._set.open(self._next_number, bucket)
-        self._next_number += 1
-        self._set.slots.sort(key=lambda s: s.bucket)
-        return slot
+    def _slots_for_buckets(self, buckets: list[int]) -> list[ShardSlot]:
+        """The slots of these time buckets, opening the missing ones (started together)."""
+        have = {s.bucket: s for s in self._set.slots}
+        opened = []
+        for bucket in buckets:
+            if bucket not in have:
+                have[bucket] = self._set.open(self._next_number, bucket)
+                self._next_number += 1
+                opened.append(have[bucket])
+        if opened:
+            self._set.slots.sort(key=lambda s: s.bucket)
+            self._set.started(opened)
+        return [have[b] for b in buckets]
 
     def remove_ids(self, ids: ArrayLike) -> int:
         """Removes the given ids (unknown ones are ignored); returns how many were removed."""
@@ -357,6 +363,7 @@ class ShardedIndex:
         depth_bias: float = 0.0, time_coef: float = 1.0, filters: Any = None, ef: int | None = None,
         touch: bool = False, future_weight: float = DEFAULT_FUTURE_WEIGHT,
         future_tolerance: timedelta = DEFAULT_FUTURE_TOLERANCE, allow_partial: bool = False,
+        prune: bool = True,
     ) -> ShardedScoredResults:  # fmt: skip
         """As :meth:`PoincareIndex.search_scored`, over the shards; ``at_time`` (default now) is
         fixed here once, so all shards score against the same moment; merged by score (best
@@ -366,7 +373,8 @@ class ShardedIndex:
         a shard whose score bound (see :mod:`.pruning`) is below every query's k-th score so far
         is skipped, and a query goes only to the shards that can still improve it, so the
         result is the one reading every shard would give (exact on flat shards). The result
-        says how many shards were read (``shards_read``, ``reads_per_query``)."""
+        says how many shards were read (``shards_read``, ``reads_per_query``); ``prune=False``
+        reads every shard in one wave (to compare)."""
         arr, k = self._query(q, k)
         at_us = _time.as_time_scalar(at_time, "at_time")
         self._check_filters(filters)
@@ -381,7 +389,7 @@ class ShardedIndex:
         self._checker_options(options)
         slots = [s for s in self._set.slots if self._buckets is None or s.t_min is not None]
         bound = None
-        if self._buckets is not None:
+        if self._buckets is not None and prune:
             bound = ScoreBound.of(
                 arr, self.curvature, float(depth_bias), float(time_coef), decay, at_us,
                 check_future_tolerance(future_tolerance), float(future_weight),

@@ -6,6 +6,7 @@ then are re-applied from the slot's log, so no acknowledged write is lost."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,7 +55,8 @@ class ShardSlot:
 class ShardSet:
     """The slots and the calls on them. ``make_actor(path, seq)`` starts a shard actor (from a
     saved index when ``path`` is given, its sequence number at ``seq``). ``call_timeout``
-    bounds every wait for an answer and ``restore_timeout`` a restoration; ``recover`` turns
+    bounds every wait for an answer and ``restore_timeout`` a restoration or the start of a new
+    shard; ``recover`` turns
     restoration (and the write log it needs) on."""
 
     def __init__(
@@ -70,10 +72,16 @@ class ShardSet:
     def open(
         self, number: int, bucket: int | None = None, path: str | None = None, seq: int = 0
     ) -> ShardSlot:
-        """A new slot with a new actor (an empty shard, or the one saved at ``path``)."""
+        """A new slot with a new actor (an empty shard, or the one saved at ``path``); the actor
+        starts in the background (see :meth:`started`)."""
         slot = ShardSlot(number, self._make_actor(path, seq), bucket, saved_path=path, saved_seq=seq)
         self.slots.append(slot)
         return slot
+
+    def started(self, slots: Sequence[ShardSlot]) -> list[dict[str, Any]]:
+        """Waits (at most ``restore_timeout``) until the actors of ``slots`` run; their
+        descriptions."""
+        return self.call(slots, "describe", [()] * len(slots), timeout=self.restore_timeout)[0]
 
     def by_number(self, number: int) -> ShardSlot:
         for slot in self.slots:
@@ -89,25 +97,34 @@ class ShardSet:
 
     def call(
         self, slots: Sequence[ShardSlot], method: str, args: Sequence[tuple[Any, ...]], *,
-        allow_partial: bool = False,
+        allow_partial: bool = False, timeout: float | None = None,
     ) -> tuple[list[Any], list[int]]:  # fmt: skip
         """``method(*args[i])`` on every slot at once, one wait for all. Returns (the answers, in
         slot order, None for a shard that did not answer; the numbers of those shards, only
         with ``allow_partial``). A shard's own exception is re-raised as itself (a KeyError stays
         a KeyError). A dead shard is restored and asked again when ``recover`` is on; otherwise,
         and for a shard that does not answer within ``call_timeout``, ShardUnavailableError
-        names it, unless ``allow_partial`` lists it as missing instead."""
+        names it, unless ``allow_partial`` lists it as missing instead. ``timeout`` replaces
+        ``call_timeout`` (for the first call on new actors, which waits for them to start)."""
         import ray
 
+        wait = self.call_timeout if timeout is None else timeout
+        started = time.monotonic()
         refs = [getattr(s.actor, method).remote(*a) for s, a in zip(slots, args)]
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=self.call_timeout)
+        try:
+            return list(ray.get(refs, timeout=wait)), []  # one wait for all: the common case
+        except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            pass
+        # Which shards failed, and how: one failing early leaves the others the rest of the bound.
+        left = max(wait - (time.monotonic() - started), 0.0)
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=left)
         done = set(ready)
         answers: list[Any] = [None] * len(slots)
         missing: list[int] = []
         for i, (slot, ref) in enumerate(zip(slots, refs)):
             actor = slot.actor
             if ref not in done:
-                problem = f"shard {slot.number} did not answer {method} within {self.call_timeout:g} s"
+                problem = f"shard {slot.number} did not answer {method} within {wait:g} s"
             else:
                 try:
                     answers[i] = ray.get(ref)
