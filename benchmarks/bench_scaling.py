@@ -9,7 +9,7 @@ ShardedIndex minus the same search in process). The model (``--model``) combines
 assumptions are arguments and are written with the results.
 
     python benchmarks/bench_scaling.py [--sizes 100000 1000000] [--queries 200]
-    python benchmarks/bench_scaling.py --model-only results/scaling.json
+    python benchmarks/bench_scaling.py --model-only benchmarks/results/scaling.json [--ray-only]
 """
 
 from __future__ import annotations
@@ -115,27 +115,40 @@ def measure_ray(dim: int, calls: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         local.search(qi, 10)
         inproc.append(time.perf_counter() - t0)
+    # What the driver spends per shard a query fans out to: submitting the call, and merging.
+    t0 = time.perf_counter()
+    refs = [actor.ntotal.remote() for _ in range(calls)]
+    submit = (time.perf_counter() - t0) / calls
+    ray.get(refs)
+    D = np.random.default_rng(0).random((1, 100 * 10)).astype(np.float32)
+    I = np.arange(100 * 10, dtype=np.int64)[None, :]
+    t0 = time.perf_counter()
+    for _ in range(200):
+        order = np.lexsort((I, D), axis=1)[:, :10]
+        np.take_along_axis(D, order, axis=1), np.take_along_axis(I, order, axis=1)
+    merge_100 = (time.perf_counter() - t0) / 200
     sharded.close()
     ray.shutdown()
     return {
         "idle_round_trip_ms": percentiles_ms(rtt), "one_shard_search_ms": percentiles_ms(remote),
-        "in_process_search_ms": percentiles_ms(inproc),
+        "in_process_search_ms": percentiles_ms(inproc), "submit_ms_per_call": submit * 1e3,
+        "merge_ms_per_100_shards": merge_100 * 1e3,
     }  # fmt: skip
 
 
 def model(res: Results, args: argparse.Namespace) -> dict[str, Any]:
-    """Hash-partitioned HNSW shards, one per core, each holding ``shard_size`` vectors (a size
-    measured here, or extrapolated in log n from the two measured ones), every query sent to
-    every shard. Cluster batch QPS = cores * per-shard QPS / shards (each query costs one
-    shard-search on every shard); latency = per-shard 1-query time + the measured remote call
-    overhead + the driver's merge (one round trip per query, in parallel over shards)."""
+    """Hash-partitioned HNSW shards of ``shard_size`` vectors (a size measured here, or
+    extrapolated in log n from the two measured ones), every query sent to every shard; as many
+    nodes as a core per shard and the shards' memory need. Cluster batch QPS = all cores * the
+    one-thread per-shard QPS / shards (each query costs one shard search on every shard; a node
+    with fewer shards than cores gives each shard several threads); single-query latency = the
+    per-shard one-query time + the measured remote-call overhead + the driver's merge."""
     small, large = res.shards[0], res.shards[-1]
 
-    def at_ef(shard: dict[str, Any]) -> dict[str, Any]:
-        good = [s for s in shard["search"] if s["recall_at_10"] >= args.target_recall]
-        return good[0] if good else shard["search"][-1]
-
-    s_small, s_large = at_ef(small), at_ef(large)
+    # One ef for both sizes: the smallest that reaches the target recall at the larger size.
+    good = [s for s in large["search"] if s["recall_at_10"] >= args.target_recall]
+    s_large = good[0] if good else large["search"][-1]
+    s_small = next(s for s in small["search"] if s["ef"] == s_large["ef"])
     # QPS falls roughly like 1 / log n in a navigable graph: fit a + b ln n through the two sizes.
     inv = [1.0 / s_small["qps_1_thread"], 1.0 / s_large["qps_1_thread"]]
     ln = [math.log(small["n"]), math.log(large["n"])]
@@ -145,26 +158,31 @@ def model(res: Results, args: argparse.Namespace) -> dict[str, Any]:
         return 1.0 / (inv[1] + slope * (math.log(n) - ln[1]))
 
     overhead_ms = res.ray["one_shard_search_ms"]["p50"] - res.ray["in_process_search_ms"]["p50"]
+    per_shard_ms = res.ray["submit_ms_per_call"] + res.ray["merge_ms_per_100_shards"] / 100
     rows = []
     for total in (100e6, 1e9):
         for shard_size in (1e6, 1e7):
-            shards = total / shard_size
+            shards = math.ceil(total / shard_size)
             bytes_per_shard = large["rss_bytes_per_vector"] * shard_size
-            per_node = min(args.cores_per_node, int(args.memory_per_node_gb * 1e9 * 0.8 // bytes_per_shard))
-            nodes = math.ceil(shards / max(per_node, 1))
+            usable = args.memory_per_node_gb * 1e9 * 0.8
+            # Enough nodes for a core per shard and for the shards' memory.
+            nodes = max(math.ceil(shards / args.cores_per_node), math.ceil(shards * bytes_per_shard / usable))
+            per_node = math.ceil(shards / nodes)
             q = qps_at(shard_size)
             rows.append({
-                "vectors": total, "shard_size": shard_size, "shards": shards, "shards_per_node": per_node,
-                "nodes": nodes, "memory_per_node_gb": per_node * bytes_per_shard / 1e9,
+                "vectors": total, "shard_size": shard_size, "shards": shards, "nodes": nodes,
+                "shards_per_node": per_node, "threads_per_shard": max(1, args.cores_per_node // per_node),
+                "memory_per_node_gb": per_node * bytes_per_shard / 1e9,
                 "build_hours_per_shard_1_thread": shard_size / large["build_points_per_s"] / 3600,
-                "per_shard_qps": q, "cluster_batch_qps": nodes * per_node * q / shards,
-                "latency_ms_estimate": 1e3 / q + overhead_ms + args.merge_ms_per_100_shards * shards / 100,
+                "per_shard_qps_1_thread": q,
+                "cluster_batch_qps": nodes * args.cores_per_node * q / shards,
+                "latency_ms_estimate": 1e3 / q + overhead_ms + per_shard_ms * shards,
             })  # fmt: skip
     return {
         "assumptions": {
             "cores_per_node": args.cores_per_node, "memory_per_node_gb": args.memory_per_node_gb,
             "target_recall_at_10": args.target_recall, "ef_small": s_small["ef"], "ef_large": s_large["ef"],
-            "remote_overhead_ms": overhead_ms, "merge_ms_per_100_shards": args.merge_ms_per_100_shards,
+            "remote_overhead_ms": overhead_ms, "driver_ms_per_shard_per_query": per_shard_ms,
             "memory_use": "80 % of a node's memory for shards",
             "placement": "one shard per core, one search thread each",
         },
@@ -181,13 +199,15 @@ def main() -> int:
     ap.add_argument("--cores-per-node", type=int, default=32)
     ap.add_argument("--memory-per-node-gb", type=float, default=256.0)
     ap.add_argument("--target-recall", type=float, default=0.95)
-    ap.add_argument("--merge-ms-per-100-shards", type=float, default=0.5)
+    ap.add_argument("--ray-only", action="store_true", help="with --model-only: measure Ray again")
     ap.add_argument("--model-only", default=None, help="recompute the model from a results file")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "scaling.json"))
     args = ap.parse_args()
     if args.model_only:
         with open(args.model_only) as f:
             res = Results(**{k: v for k, v in json.load(f).items() if k != "model"})
+        if args.ray_only:
+            res.ray = measure_ray(res.dim, args.ray_calls)
     else:
         res = Results("hierarchy", 64, machine())
         for n in args.sizes:

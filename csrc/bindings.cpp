@@ -248,6 +248,18 @@ void bind_common(py::class_<Core>& cls) {
              return py::make_tuple(to_numpy(hits.lims), to_numpy(hits.D), to_numpy(hits.I));
            })
       .def("contains", &Core::contains)
+      .def("slots_of",
+           [](const Core& self, const IdArray& ids) {
+             const std::size_t n = length_of(ids);
+             py::array_t<std::int64_t> out(static_cast<py::ssize_t>(n));
+             const std::int64_t* p = ids.data();
+             std::int64_t* po = out.mutable_data();
+             {
+               py::gil_scoped_release nogil;
+               self.slots_of(p, n, po);
+             }
+             return out;
+           })
       .def("save", &Core::save, py::call_guard<py::gil_scoped_release>());
 }
 

@@ -211,6 +211,11 @@ bool IndexCore::contains(std::int64_t id) const {
   return storage_.find(id) >= 0;
 }
 
+void IndexCore::slots_of(const std::int64_t* ids, std::size_t n, std::int64_t* out) const {
+  std::shared_lock<std::shared_mutex> g(rw_);
+  for (std::size_t i = 0; i < n; ++i) out[i] = storage_.find(ids[i]);
+}
+
 void IndexCore::save(const std::string& vectors_path, const std::string&) const {
   std::shared_lock<std::shared_mutex> g(rw_);
   format::write_vectors(vectors_path, storage_);

@@ -92,6 +92,8 @@ class IndexCore {
   // first unknown id before anything is written.
   void reconstruct_batch(const std::int64_t* ids, std::size_t n, float* out) const;
   bool contains(std::int64_t id) const;
+  // Writes the slot of each of `n` ids to out, -1 for an id not in the index (one shared lock).
+  void slots_of(const std::int64_t* ids, std::size_t n, std::int64_t* out) const;
 
   // Writes the vectors file (and the graph file for HNSW) under a shared lock.
   virtual void save(const std::string& vectors_path, const std::string& graph_path) const;

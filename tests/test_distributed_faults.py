@@ -132,3 +132,29 @@ def test_a_shard_that_does_not_answer_is_named_within_the_bound(stamped_data):
     with pytest.raises(ValueError, match="no checkpoint_path"):
         s.save()
     s.close()
+
+
+def test_the_low_latency_path_answers_as_the_plain_one_and_falls_back(stamped_data, tmp_path):
+    base, queries, t = stamped_data
+    fast = ShardedIndex(16, shards=2, kind="flat", low_latency=True, checkpoint_path=tmp_path / "ck")
+    plain = ShardedIndex(16, shards=2, kind="flat")
+    for s in (fast, plain):
+        s.add(base[:500], t=t[:500])
+    kw = dict(decay=pi.HalfLife(hours=24), at_time=t[500])
+    for _ in range(2):  # the second call reuses the compiled graph
+        np.testing.assert_array_equal(fast.search(queries, 5)[1], plain.search(queries, 5)[1])
+        np.testing.assert_array_equal(
+            fast.search_scored(queries, 5, **kw).ids, plain.search_scored(queries, 5, **kw).ids
+        )
+    assert fast._fanout.failures == 0 and fast._fanout._graph is not None
+    with pytest.raises(ValueError, match="unknown column"):  # the shard's own error; the graph stays
+        fast.search(queries, 5, filters={"nope": 1})
+    assert fast._fanout.failures == 0
+    kill_and_wait(fast.actors[0])  # the compiled path fails; the plain one restores the shard
+    np.testing.assert_array_equal(fast.search(queries, 5)[1], plain.search(queries, 5)[1])
+    np.testing.assert_array_equal(fast.search(queries, 5)[1], plain.search(queries, 5)[1])  # recompiled
+    assert fast._fanout.failures == 1 and fast._fanout._graph is not None
+    with pytest.raises(TypeError, match="low_latency"):
+        ShardedIndex(16, shards=1, low_latency="yes")
+    fast.close()
+    plain.close()

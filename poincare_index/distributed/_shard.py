@@ -77,12 +77,10 @@ class Shard:
     def touch(self, ids: np.ndarray) -> int:
         """Adds 1 to the access count of each id (listed twice: 2; unknown ones are ignored), as
         a ``touch=True`` search asks for what the merge returned. Returns the sequence number."""
-        slot_ids = np.asarray(self.index._core.slot_ids(), dtype=np.int64)
-        live = np.flatnonzero(np.asarray(self.index._core.live_slots(), dtype=bool))
-        row_of = dict(zip(slot_ids[live].tolist(), live.tolist()))
-        rows = [row_of[i] for i in np.asarray(ids, dtype=np.int64).tolist() if i in row_of]
-        if rows:
-            self.index._columns.add_access(np.asarray(rows, dtype=np.int64))
+        slots = self.index._core.slots_of(np.ascontiguousarray(ids, dtype=np.int64))
+        rows = slots[slots >= 0]
+        if rows.size:
+            self.index._columns.add_access(rows)
         self.seq += 1
         return self.seq
 
@@ -93,6 +91,12 @@ class Shard:
         """The six result columns; never touches (the driver touches what its merge returns)."""
         r = self.index.search_scored(q, k, **{**options, "touch": False})
         return r.ids, r.scores, r.distances, r.depths, r.time_weights, r.log_weights
+
+    def query(self, method: str, args: tuple[Any, ...]) -> Any:
+        """``search`` or ``search_scored`` by name: the one method the compiled fan-out calls."""
+        if method not in ("search", "search_scored"):
+            raise ValueError(f"query runs search or search_scored, not {method!r}")
+        return getattr(self, method)(*args)
 
     def reconstruct_batch(self, ids: np.ndarray) -> np.ndarray:
         return self.index.reconstruct_batch(ids)

@@ -38,7 +38,7 @@ def save(index: ShardedIndex, path: str) -> None:
     seqs = index._call(slots, "save", [(d,) for d in dirs])
     if index._checkpoint is not None and Path(index._checkpoint).resolve() == root.resolve():
         for slot, d, seq in zip(slots, dirs, seqs):
-            slot.saved(d, int(seq))
+            index._set.mark_saved(slot, d, int(seq))
     buckets = index._buckets
     write_json_atomic(root / "sharded.json", {
         "format": FORMAT, "version": FORMAT_VERSION, "kind": index.kind, "dim": index.dim,

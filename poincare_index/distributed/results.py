@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,7 +11,7 @@ from numpy.typing import NDArray
 
 from ..scored import ScoredResults
 from .pruning import ScoreBound
-from .slots import ShardSet, ShardSlot
+from .slots import ShardSlot
 
 __all__ = ["ShardedSearchResult", "ShardedScoredResults", "merge_scored"]
 
@@ -55,13 +56,14 @@ class ShardedScoredResults(ScoredResults):
 
 
 def merge_scored(
-    shard_set: ShardSet, slots: list[ShardSlot], q: NDArray[np.float32], k: int, options: dict[str, Any],
-    bound: ScoreBound | None, allow_partial: bool,
+    call: Callable[..., tuple[list[Any], list[int]]], slots: list[ShardSlot], q: NDArray[np.float32], k: int,
+    options: dict[str, Any], bound: ScoreBound | None, allow_partial: bool,
 ) -> ShardedScoredResults:  # fmt: skip
     """The fused top-k over ``slots``. Without a ``bound`` every slot gets every query in one
     wave. With one, the slots (newest first) are read in waves of 1, 2, 4, ...; before each wave
     a query is kept for a slot only while the slot's score bound reaches the query's k-th score
-    so far, and a slot no query needs is skipped."""
+    so far, and a slot no query needs is skipped. ``call`` is :meth:`ShardSet.call` or one
+    with the same answers (the index's, which may take the compiled path)."""
     nq = q.shape[0]
     acc = [
         np.full((nq, k), -1, np.int64), np.full((nq, k), -np.inf), np.full((nq, k), np.inf),
@@ -87,17 +89,20 @@ def merge_scored(
         wave *= 2
         if not batch:
             break
-        parts, lost = shard_set.call(
-            [slot for slot, _ in batch], "search_scored", [(q[need], k, options) for _, need in batch],
-            allow_partial=allow_partial,
-        )  # fmt: skip
+        whole = (q, k, options)  # one object: the index sees every shard asked the same
+        args = [whole if need.all() else (q[need], k, options) for _, need in batch]
+        parts, lost = call([slot for slot, _ in batch], "search_scored", args, allow_partial=allow_partial)
         missing.extend(lost)
-        for (slot, need), part in zip(batch, parts):
-            if part is None:
-                continue
+        got = [(slot, need, part) for (slot, need), part in zip(batch, parts) if part is not None]
+        for slot, need, _ in got:
             answered.append(slot.number)
             reads[need] += 1
-            _merge_into(acc, np.flatnonzero(need), part, slot.number, k)
+        full = [(slot.number, part) for slot, need, part in got if need.all()]
+        if full:  # the shards asked every query: merged in one sort
+            _merge_into(acc, slice(None), full, k)
+        for slot, need, part in got:
+            if not need.all():
+                _merge_into(acc, np.flatnonzero(need), [(slot.number, part)], k)
     return ShardedScoredResults(
         acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], sources=acc[6],
         shards_read=len(answered) + len(missing), shards_total=len(slots), reads_per_query=reads,
@@ -106,12 +111,13 @@ def merge_scored(
 
 
 def _merge_into(
-    acc: list[NDArray[Any]], rows: NDArray[np.int64], part: tuple[Any, ...], number: int, k: int
+    acc: list[NDArray[Any]], rows: NDArray[np.int64] | slice, parts: list[tuple[int, tuple[Any, ...]]], k: int
 ) -> None:
-    """Merges one shard's (ids, scores, distances, depths, weights, log weights) for ``rows``
-    into the running top-k (best score first, ties by id, padding last)."""
-    cols = [np.concatenate([acc[j][rows], np.asarray(part[j])], axis=1) for j in range(6)]
-    src = np.concatenate([acc[6][rows], np.where(np.asarray(part[0]) >= 0, number, -1)], axis=1)
+    """Merges shards' (number, (ids, scores, distances, depths, weights, log weights)) for
+    ``rows`` into the running top-k (best score first, ties by id, padding last)."""
+    cols = [np.concatenate([acc[j][rows]] + [np.asarray(p[j]) for _, p in parts], axis=1) for j in range(6)]
+    marks = [np.where(np.asarray(p[0]) >= 0, number, -1) for number, p in parts]
+    src = np.concatenate([acc[6][rows]] + marks, axis=1)
     ids = cols[0]
     order = np.lexsort((np.where(ids < 0, np.iinfo(np.int64).max, ids), -cols[1]), axis=1)[:, :k]
     for j, c in enumerate(cols + [src]):

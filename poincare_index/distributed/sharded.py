@@ -26,6 +26,7 @@ from .._validation import as_finite_float, as_id, as_ids, as_matrix, as_positive
 from ..decay import DEFAULT_FUTURE_TOLERANCE, DEFAULT_FUTURE_WEIGHT, DecayPolicy, check_future_tolerance
 from ..geometry import _curvature
 from . import files
+from .compiled import CompiledFanout
 from .pruning import ScoreBound
 from .results import ShardedScoredResults, ShardedSearchResult, merge_scored
 from .routing import HashRoute, TimeBuckets, TimeRoute, check_add, shard_of
@@ -70,6 +71,10 @@ class ShardedIndex:
     ``checkpoint_path``, ``save()`` writes there and a dead shard is restored from its last save
     plus the writes acknowledged since (kept on the driver until the next save), within
     ``restore_timeout`` seconds; calls meanwhile wait.
+
+    ``low_latency=True`` sends searches that go to every shard through a Ray Compiled Graph
+    (beta in Ray; see :mod:`.compiled`), which cuts Ray's per-call overhead; whenever that path
+    cannot answer, the plain one does, with the same results and errors.
     """
 
     def __init__(
@@ -78,7 +83,8 @@ class ShardedIndex:
         seed: int = 0, threads_per_shard: int = 1, actor_options: dict[str, Any] | None = None,
         time_span: timedelta | None = None, time_origin: Any = None,
         checkpoint_path: str | os.PathLike[str] | None = None, call_timeout: float = 60.0,
-        restore_timeout: float = 600.0, _restored: list[dict[str, Any]] | None = None,
+        restore_timeout: float = 600.0, low_latency: bool = False,
+        _restored: list[dict[str, Any]] | None = None,
     ) -> None:  # fmt: skip
         self._dim = as_positive_int(dim, "dim")
         if kind not in _KINDS:
@@ -113,6 +119,9 @@ class ShardedIndex:
             "num_threads": as_positive_int(threads_per_shard, "threads_per_shard"),
         }  # fmt: skip
         self._checkpoint = None if checkpoint_path is None else os.fspath(checkpoint_path)
+        if not isinstance(low_latency, (bool, np.bool_)):
+            raise TypeError(f"low_latency must be True or False, got {type(low_latency).__name__}")
+        self._fanout = CompiledFanout() if low_latency else None
         # A local flat core checks points exactly as every shard will (dimension, NaN/Inf, ball).
         self._checker = _core.FlatIndexCore(self._dim, self._options["curvature"], 1)
         from ..index import PoincareFlatIndex
@@ -155,6 +164,20 @@ class ShardedIndex:
         self, slots: list[ShardSlot], method: str, args: list[tuple[Any, ...]] | None = None
     ) -> list[Any]:
         return self._set.call(slots, method, args or [()] * len(slots))[0]
+
+    def _fan(
+        self, slots: list[ShardSlot], method: str, args: list[tuple[Any, ...]], *, allow_partial: bool = False
+    ) -> tuple[list[Any], list[int]]:
+        """As :meth:`ShardSet.call` for a search; one that asks every shard the same question
+        takes the compiled path when there is one and it answers."""
+        if (
+            self._fanout is not None and not allow_partial and len(slots) == len(self._set.slots)
+            and all(a is args[0] for a in args)
+        ):  # fmt: skip
+            answers = self._fanout.run([s.actor for s in slots], method, args[0], self._set.call_timeout)
+            if answers is not None:
+                return answers, []
+        return self._set.call(slots, method, args, allow_partial=allow_partial)
 
     @property
     def actors(self) -> list[Any]:
@@ -343,8 +366,8 @@ class ShardedIndex:
             as_positive_int(ef, "ef")
         self._check_filters(filters)
         slots = list(self._set.slots)
-        parts, missing = self._set.call(slots, "search", [(arr, k, ef, filters)] * len(slots),
-                                        allow_partial=bool(allow_partial))  # fmt: skip
+        parts, missing = self._fan(slots, "search", [(arr, k, ef, filters)] * len(slots),
+                                   allow_partial=bool(allow_partial))  # fmt: skip
         got = [p for p in parts if p is not None]
         D = np.concatenate([p[0] for p in got] + [np.full((arr.shape[0], k), np.inf, np.float32)], axis=1)
         I = np.concatenate([p[1] for p in got] + [np.full((arr.shape[0], k), -1, np.int64)], axis=1)
@@ -395,7 +418,7 @@ class ShardedIndex:
                 check_future_tolerance(future_tolerance), float(future_weight),
             )  # fmt: skip
             slots.sort(key=lambda s: -(s.t_max or 0))  # newest first
-        result = merge_scored(self._set, slots, arr, k, options, bound, bool(allow_partial))
+        result = merge_scored(self._fan, slots, arr, k, options, bound, bool(allow_partial))
         if touch:
             self._touch(result)
         return result
@@ -444,6 +467,8 @@ class ShardedIndex:
 
     def close(self) -> None:
         """Ends the shard actors (their indexes are gone unless saved)."""
+        if self._fanout is not None:
+            self._fanout.close()
         self._set.close()
 
     def __repr__(self) -> str:

@@ -95,6 +95,11 @@ class ShardSet:
             with self._log_lock:
                 slot.log.append((seq, method, args))
 
+    def mark_saved(self, slot: ShardSlot, path: str, seq: int) -> None:
+        """``slot`` was saved to ``path`` holding every write up to ``seq`` (its log is trimmed)."""
+        with self._log_lock:
+            slot.saved(path, seq)
+
     def call(
         self, slots: Sequence[ShardSlot], method: str, args: Sequence[tuple[Any, ...]], *,
         allow_partial: bool = False, timeout: float | None = None,
