@@ -1,4 +1,4 @@
-"""What the step-7 benchmarks share: the machine's description, latency percentiles and the
+"""What the benchmarks share: the machine's description, latency percentiles, recall and the
 results file (a dataclass written as JSON)."""
 
 from __future__ import annotations
@@ -27,3 +27,9 @@ def write_results(path: str, results: Any) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
         json.dump(asdict(results), f, indent=2)
+
+
+def recall_at_k(found: np.ndarray, truth: np.ndarray) -> float:
+    """Mean over queries of |found & truth| / k (padding ids -1 never count)."""
+    rows = zip(found.tolist(), truth.tolist())
+    return float(np.mean([len((set(f) & set(t)) - {-1}) / len(t) for f, t in rows]))

@@ -28,7 +28,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_common import machine, percentiles_ms, write_results  # noqa: E402
+from bench_common import machine, percentiles_ms, recall_at_k, write_results  # noqa: E402
 from datasets import load  # noqa: E402
 from truth import exact_knn  # noqa: E402
 
@@ -48,10 +48,6 @@ class Results:
 def _rss_bytes() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def _recall(found: np.ndarray, truth: np.ndarray) -> float:
-    return float(np.mean([len(set(f) & set(t)) / len(t) for f, t in zip(found.tolist(), truth.tolist())]))
 
 
 def measure_shard(n: int, n_queries: int, efs: list[int]) -> dict[str, Any]:
@@ -81,7 +77,7 @@ def measure_shard(n: int, n_queries: int, efs: list[int]) -> dict[str, Any]:
             _, I = index.search(q, 10, ef=ef)
             best = min(best, time.perf_counter() - t0)
         out["search"].append({
-            "ef": ef, "qps_1_thread": len(q) / best, "recall_at_10": _recall(I, truth),
+            "ef": ef, "qps_1_thread": len(q) / best, "recall_at_10": recall_at_k(I, truth),
             "recall_at_1": float(np.mean(I[:, 0] == truth[:, 0])),
         })  # fmt: skip
         print(f"n={len(db):,} ef={ef}: {out['search'][-1]}", flush=True)

@@ -5,8 +5,10 @@
 2. Recall: HNSW shards (2) against the single HNSW at the same ef (recall@10 and recall@1 on
    exact ground truth).
 3. Overhead: batch QPS of 2 HNSW shards (one search thread each) against the single index with 2
-   threads, at the same ef; and the single-query latency p50/p99 of both, i.e. what the remote
-   calls add.
+   threads, over the same ef sweep, compared at the same ef and at equal recall@10 (the sharded
+   ef whose recall reaches the single index's at ``--ef``); and the single-query latency p50/p99
+   of the single index, the sharded one and the sharded one with ``low_latency=True``, i.e.
+   what the remote calls add.
 
     python benchmarks/bench_sharded.py [--data hierarchy] [--n 100000] [--queries 1000]
 """
@@ -25,7 +27,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_common import machine, percentiles_ms, write_results  # noqa: E402
+from bench_common import machine, percentiles_ms, recall_at_k, write_results  # noqa: E402
 from datasets import DATASETS, load  # noqa: E402
 
 import poincare_index as pi  # noqa: E402
@@ -42,8 +44,21 @@ class Results:
     overhead: dict[str, Any] = field(default_factory=dict)
 
 
-def _recall(found: np.ndarray, truth: np.ndarray) -> float:
-    return float(np.mean([len(set(f) & set(t)) / len(t) for f, t in zip(found.tolist(), truth.tolist())]))
+def equal_recall_ratios(curve: dict[str, list[dict[str, float]]]) -> list[dict[str, float]]:
+    """For each sharded point whose recall@10 lies within the single index's curve, the single
+    index's QPS at that recall (linear between its two neighbouring points) and the ratio."""
+    single = sorted(curve["single"], key=lambda c: c["recall_at_10"])
+    out = []
+    for point in curve["sharded"]:
+        r = point["recall_at_10"]
+        for lo, hi in zip(single, single[1:]):
+            if lo["recall_at_10"] <= r <= hi["recall_at_10"] and hi["recall_at_10"] > lo["recall_at_10"]:
+                w = (r - lo["recall_at_10"]) / (hi["recall_at_10"] - lo["recall_at_10"])
+                qps = lo["qps"] + w * (hi["qps"] - lo["qps"])
+                out.append({"sharded_ef": point["ef"], "recall_at_10": r, "single_qps": qps,
+                            "sharded_qps": point["qps"], "qps_ratio": point["qps"] / qps})  # fmt: skip
+                break
+    return out
 
 
 def _best_qps(fn: Any, q: np.ndarray, repeats: int) -> float:
@@ -65,6 +80,7 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--ef", type=int, default=64)
+    ap.add_argument("--efs", type=int, nargs="+", default=[16, 24, 32, 48, 64, 96])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--latency-queries", type=int, default=300)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "sharded.json"))
@@ -106,27 +122,50 @@ def main() -> int:
     _, I1s = single.search(q, 10, ef=args.ef)
     res.recall = {
         "ef": args.ef,
-        "sharded_recall_at_10": _recall(Is, I1), "single_recall_at_10": _recall(I1s, I1),
+        "sharded_recall_at_10": recall_at_k(Is, I1), "single_recall_at_10": recall_at_k(I1s, I1),
         "sharded_recall_at_1": float(np.mean(Is[:, 0] == I1[:, 0])),
         "single_recall_at_1": float(np.mean(I1s[:, 0] == I1[:, 0])),
         "single_build_s": single_build, "sharded_build_s": sharded_build,
     }  # fmt: skip
     print(f"recall: {res.recall}", flush=True)
-    qps_single = _best_qps(lambda b: single.search(b, 10, ef=args.ef), q, args.repeats)
-    qps_sharded = _best_qps(lambda b: sharded.search(b, 10, ef=args.ef), q, args.repeats)
-    lat_single, lat_sharded = [], []
+    # QPS against recall: the same ef sweep on both; compared at equal recall@10.
+    curve: dict[str, list[dict[str, float]]] = {"single": [], "sharded": []}
+    for ef in args.efs:
+        for name, index in (("single", single), ("sharded", sharded)):
+            _, found = index.search(q, 10, ef=ef)
+            qps = _best_qps(lambda b, index=index, ef=ef: index.search(b, 10, ef=ef), q, args.repeats)
+            curve[name].append({"ef": ef, "recall_at_10": recall_at_k(found, I1), "qps": qps})
+        print(f"ef={ef}: single {curve['single'][-1]}, sharded {curve['sharded'][-1]}", flush=True)
+    base_point = next(c for c in curve["single"] if c["ef"] == args.ef)
+    reach = [c for c in curve["sharded"] if c["recall_at_10"] >= base_point["recall_at_10"]]
+    match = max(reach, key=lambda c: c["qps"]) if reach else None
+    fast = ShardedIndex(data.dim, shards=2, kind="hnsw", M=16, ef_construction=200, low_latency=True)
+    fast.add(db)
+    lat_single, lat_sharded, lat_fast = [], [], []
     for i in range(min(args.latency_queries, len(q))):  # alternating, one query at a time
-        for fn, out in ((single.search, lat_single), (sharded.search, lat_sharded)):
+        for fn, out in ((single.search, lat_single), (sharded.search, lat_sharded), (fast.search, lat_fast)):
             t0 = time.perf_counter()
             fn(q[i : i + 1], 10, ef=args.ef)
             out.append(time.perf_counter() - t0)
+    fast.close()
+    qps_single = base_point["qps"]
+    qps_sharded = next(c for c in curve["sharded"] if c["ef"] == args.ef)["qps"]
     res.overhead = {
-        "batch_qps_single_2_threads": qps_single, "batch_qps_2_shards": qps_sharded,
-        "qps_ratio": qps_sharded / qps_single,
+        "curve": curve,
+        "batch_qps_single_2_threads": qps_single, "batch_qps_2_shards_same_ef": qps_sharded,
+        "qps_ratio_same_ef": qps_sharded / qps_single,
+        "equal_recall": None if match is None else {
+            "single_ef": args.ef, "single_recall_at_10": base_point["recall_at_10"],
+            "sharded_ef": match["ef"], "sharded_recall_at_10": match["recall_at_10"],
+            "qps_ratio": match["qps"] / qps_single,
+        },
+        "equal_recall_curve": equal_recall_ratios(curve),
         "latency_single_ms": percentiles_ms(lat_single), "latency_sharded_ms": percentiles_ms(lat_sharded),
+        "latency_sharded_low_latency_ms": percentiles_ms(lat_fast),
         "added_latency_p50_ms": float(np.median(lat_sharded) - np.median(lat_single)) * 1e3,
+        "added_latency_p50_ms_low_latency": float(np.median(lat_fast) - np.median(lat_single)) * 1e3,
     }  # fmt: skip
-    print(f"overhead: {res.overhead}", flush=True)
+    print(f"overhead: { {k: v for k, v in res.overhead.items() if k != 'curve'} }", flush=True)
     sharded.close()
     write_results(args.out, res)
     ray.shutdown()

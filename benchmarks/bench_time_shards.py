@@ -23,7 +23,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_common import machine, percentiles_ms, write_results  # noqa: E402
+from bench_common import machine, percentiles_ms, recall_at_k, write_results  # noqa: E402
 from datasets import DATASETS, load  # noqa: E402
 
 import poincare_index as pi  # noqa: E402
@@ -38,12 +38,6 @@ class Results:
     machine: str
     parameters: dict[str, Any] = field(default_factory=dict)
     runs: list[dict[str, Any]] = field(default_factory=list)
-
-
-def _recall(found: np.ndarray, truth: np.ndarray) -> float:
-    return float(
-        np.mean([len(set(f) & set(t) - {-1}) / len(t) for f, t in zip(found.tolist(), truth.tolist())])
-    )
 
 
 def main() -> int:
@@ -104,7 +98,7 @@ def main() -> int:
             row[name] = {
                 "share_of_shards_read_per_query": float(r.reads_per_query.mean() / s.shards),
                 "shards_called": r.shards_read, "batch_s": batch, "batch_qps": len(q) / batch,
-                "latency_ms": percentiles_ms(lat), "recall_at_10": _recall(r.ids, truth),
+                "latency_ms": percentiles_ms(lat), "recall_at_10": recall_at_k(r.ids, truth),
                 "recall_at_1": float(np.mean(r.ids[:, 0] == truth[:, 0])),
             }  # fmt: skip
         row["batch_speedup"] = row["all"]["batch_s"] / row["pruned"]["batch_s"]

@@ -401,8 +401,9 @@ class ShardedIndex:
         arr, k = self._query(q, k)
         at_us = _time.as_time_scalar(at_time, "at_time")
         self._check_filters(filters)
-        if not isinstance(touch, (bool, np.bool_)):
-            raise TypeError(f"touch must be True or False, got {type(touch).__name__}")
+        for name, flag in (("touch", touch), ("allow_partial", allow_partial), ("prune", prune)):
+            if not isinstance(flag, (bool, np.bool_)):
+                raise TypeError(f"{name} must be True or False, got {type(flag).__name__}")
         options = {
             "decay": decay, "at_time": np.datetime64(at_us, "us"), "depth_bias": depth_bias,
             "time_coef": time_coef, "filters": filters, "ef": ef, "touch": False,
