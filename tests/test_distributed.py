@@ -128,8 +128,9 @@ def test_save_load_and_crafted_manifests_are_refused(stamped_data, tmp_path):
         ShardedIndex.load(tmp_path / "ix")
     from poincare_index.memory.store import write_json_atomic
 
-    two = [{"number": 0, "bucket": None}, {"number": 1, "bucket": None}]
-    body = {k: v for k, v in doc.items() if k != "checksum"} | {"dim": 16, "shards": two}
+    two = doc["shards"]  # as saved: each shard in shard-<number>-<seq>
+    assert [e["dir"] for e in two] == [f"shard-{e['number']}-{e['seq']}" for e in two]
+    body = {k: v for k, v in doc.items() if k != "checksum"} | {"dim": 16}
     crafted = [
         ({"shards": [*two, {"number": 2, "bucket": None}]}, "shard-2 is missing"),
         ({"shards": [{"number": i, "bucket": None} for i in range(5000)]}, "outside"),
@@ -139,6 +140,8 @@ def test_save_load_and_crafted_manifests_are_refused(stamped_data, tmp_path):
         ({"format": "x"}, "not a sharded index"),
         ({"dim": 8}, "does not match"),
         ({"partition": "time", "time": None}, "its own time range"),
+        ({"shards": [two[0] | {"dir": "../../elsewhere"}, two[1]]}, "is not shard-0-"),
+        ({"shards": [two[0] | {"seq": -1}, two[1]]}, "is not shard-0--1"),
     ]
     for change, match in crafted:
         write_json_atomic(manifest, body | change)
@@ -146,9 +149,10 @@ def test_save_load_and_crafted_manifests_are_refused(stamped_data, tmp_path):
             ShardedIndex.load(tmp_path / "ix")
     # shards swapped on disk: their ids are on the wrong shard
     write_json_atomic(manifest, body)
-    shutil.move(tmp_path / "ix" / "shard-0", tmp_path / "ix" / "tmp")
-    shutil.move(tmp_path / "ix" / "shard-1", tmp_path / "ix" / "shard-0")
-    shutil.move(tmp_path / "ix" / "tmp", tmp_path / "ix" / "shard-1")
+    d0, d1 = (tmp_path / "ix" / e["dir"] for e in two)
+    shutil.move(d0, tmp_path / "ix" / "tmp")
+    shutil.move(d1, d0)
+    shutil.move(tmp_path / "ix" / "tmp", d1)
     with pytest.raises(pi.IndexFormatError, match="belongs to another shard"):
         ShardedIndex.load(tmp_path / "ix")
 
@@ -233,4 +237,27 @@ def test_from_dataset_opens_the_time_shards_of_the_data(stamped_data):
     np.testing.assert_array_equal(
         s.search_scored(queries, 10, **kw).ids, single.search_scored(queries, 10, **kw).ids
     )
+    s.close()
+
+
+def test_metadata_is_checked_against_every_shard_before_any_gets_a_row(stamped_data):
+    base, queries, _ = stamped_data
+    s = ShardedIndex(16, shards=4, kind="flat")
+    single = pi.PoincareFlatIndex(16)
+    for index in (s, single):  # two rows with a column: most shards never see it
+        index.add_with_ids(base[:2], [0, 1], metadata={"tag": [1, 2]})
+        index.add_with_ids(base[2:200], np.arange(2, 200))
+    with pytest.raises(ValueError, match="metadata does not match"):
+        s.add_with_ids(base[200:210], np.arange(200, 210), metadata={"tag": ["a"] * 10})
+    assert s.ntotal == 200
+    s.add_with_ids(base[200:202], [200, 201])  # the refused ids were not taken by any shard
+    single.add_with_ids(base[200:202], [200, 201])
+    for filters in ({"tag": 2}, {"tag": {"$ne": 2}}, {"tag": {"$exists": False}}):
+        np.testing.assert_array_equal(
+            s.search(queries, 5, filters=filters)[1], single.search(queries, 5, filters=filters)[1]
+        )
+        kw = dict(decay=pi.HalfLife(hours=5), at_time=np.datetime64("2026-01-01"), filters=filters)
+        np.testing.assert_array_equal(
+            s.search_scored(queries, 5, **kw).ids, single.search_scored(queries, 5, **kw).ids
+        )
     s.close()

@@ -123,7 +123,9 @@ def test_writes_reads_and_drop_before_across_time_shards(stamped_data, tmp_path)
     assert np.all(t[I[I >= 0]] >= min(i["start"] for i in s.shard_info()))
     s.save(tmp_path / "tx")
     names = sorted(p.name for p in (tmp_path / "tx").iterdir())
-    assert names == sorted([f"shard-{i['number']}" for i in s.shard_info()] + ["sharded.json"])
+    listed = json.loads((tmp_path / "tx" / "sharded.json").read_text())["shards"]
+    assert [e["number"] for e in listed] == [i["number"] for i in s.shard_info()]
+    assert names == sorted([e["dir"] for e in listed] + ["sharded.json"])  # dropped shards' files went
     at = t[499]
     before = s.search_scored(queries, 5, decay=pi.HalfLife(hours=48), at_time=at)
     s.close()
@@ -137,10 +139,10 @@ def test_writes_reads_and_drop_before_across_time_shards(stamped_data, tmp_path)
     # a time shard moved into another range is refused
     manifest = tmp_path / "tx" / "sharded.json"
     doc = json.loads(manifest.read_text())
-    first, second = doc["shards"][0]["number"], doc["shards"][1]["number"]
-    shutil.move(tmp_path / "tx" / f"shard-{first}", tmp_path / "tx" / "tmp")
-    shutil.move(tmp_path / "tx" / f"shard-{second}", tmp_path / "tx" / f"shard-{first}")
-    shutil.move(tmp_path / "tx" / "tmp", tmp_path / "tx" / f"shard-{second}")
+    first, second = (tmp_path / "tx" / e["dir"] for e in doc["shards"][:2])
+    shutil.move(first, tmp_path / "tx" / "tmp")
+    shutil.move(second, first)
+    shutil.move(tmp_path / "tx" / "tmp", second)
     with pytest.raises(pi.IndexFormatError, match="outside its range"):
         ShardedIndex.load(tmp_path / "tx")
 

@@ -13,7 +13,10 @@ import os
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
+from ..columns import RESERVED_COLUMNS
+from ..filters import compile_filter
 from ..index import PoincareFlatIndex, PoincareIndex
 from ..io import read_index
 
@@ -49,6 +52,7 @@ class Shard:
             "ntotal": self.index.ntotal, "next_auto_id": int(self.index._core.next_auto_id),
             "t_min": int(t.min()) if t.size else None, "t_max": int(t.max()) if t.size else None,
             "max_access": int(access.max()) if access.size else 0, "seq": self.seq,
+            "metadata_schema": pa.schema([f for f in cols.schema if f.name not in RESERVED_COLUMNS]),
             "pid": os.getpid(), "node_id": _node_id(),
         }  # fmt: skip
 
@@ -84,11 +88,28 @@ class Shard:
         self.seq += 1
         return self.seq
 
-    def search(self, q: np.ndarray, k: int, ef: int | None, filters: Any) -> tuple[np.ndarray, np.ndarray]:
-        return self.index.search(q, k, ef, filters=filters)
+    def _filters(self, filters: Any, schema: Any) -> Any:
+        """A dict filter over the index-wide metadata ``schema``: a column this shard has no row
+        of reads as null here, as it would in one local index; then the allowed ids."""
+        if not isinstance(filters, dict) or schema is None:
+            return filters
+        ids, table = self.index._columns.filter_snapshot()
+        missing = [f for f in schema if f.name not in table.column_names]
+        if not missing:
+            return filters
+        for f in missing:
+            table = table.append_column(f, pa.nulls(table.num_rows, f.type))
+        return ids[compile_filter(filters, table)]
+
+    def search(
+        self, q: np.ndarray, k: int, ef: int | None, filters: Any, schema: Any = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        return self.index.search(q, k, ef, filters=self._filters(filters, schema))
 
     def search_scored(self, q: np.ndarray, k: int, options: dict[str, Any]) -> tuple[np.ndarray, ...]:
         """The six result columns; never touches (the driver touches what its merge returns)."""
+        options = dict(options)
+        options["filters"] = self._filters(options.get("filters"), options.pop("schema", None))
         r = self.index.search_scored(q, k, **{**options, "touch": False})
         return r.ids, r.scores, r.distances, r.depths, r.time_weights, r.log_weights
 
@@ -111,10 +132,16 @@ class Shard:
     def ntotal(self) -> int:
         return int(self.index.ntotal)
 
-    def save(self, path: str) -> int:
-        """Saves the index to ``path`` (atomically); returns the sequence number it holds."""
-        self.index.save(path)
-        return self.seq
+    def save_as(self, root: str, number: int) -> tuple[str, int]:
+        """Saves the index to ``root/shard-<number>-<seq>`` (seq: this shard's last write), a
+        directory written once: into a staging one first, then renamed. Returns (path, seq)."""
+        final = os.path.join(root, f"shard-{number}-{self.seq}")
+        if os.path.isdir(final):  # saved before with no write since: the same contents
+            return final, self.seq
+        staging = os.path.join(root, f".staging-{number}-{self.seq}-{os.getpid()}")
+        self.index.save(staging)
+        os.replace(staging, final)
+        return final, self.seq
 
 
 def _node_id() -> str | None:

@@ -22,33 +22,44 @@ if TYPE_CHECKING:
 FORMAT = "poincare-sharded-index"
 FORMAT_VERSION = 2  # 1: hash shards only, "shards" a count
 _MAX_SHARDS = 4096  # a manifest asking for more is crafted or corrupt, not started
-_SHARD_DIR = re.compile(r"^shard-\d+$")
+_SHARD_DIR = re.compile(r"^shard-\d+(-\d+)?$")  # shard-<number>-<seq>; version 1: shard-<number>
 
 
 def save(index: ShardedIndex, path: str) -> None:
-    """Shards to ``path/shard-<number>``, then the manifest; directories of shards no longer
-    listed (dropped time shards) are deleted after it. A save to the checkpoint path is where a
-    restoration starts, and the write log is trimmed to what it does not hold."""
+    """Each shard to a new directory ``path/shard-<number>-<seq>``, named by the sequence number
+    of the last write it holds, then the manifest. A shard's directory is never written twice,
+    so the one a restoration would read stays whole until a newer save of that shard has
+    answered: each answered save becomes its shard's restore point at once (with the write log
+    trimmed to what the file does not hold), whatever the other shards do. Directories no
+    manifest or restore point names are deleted after the manifest is written."""
     from ..memory.store import write_json_atomic
 
     root = Path(path)
     root.mkdir(parents=True, exist_ok=True)
     slots = list(index._set.slots)
-    dirs = [str(root / f"shard-{s.number}") for s in slots]
-    seqs = index._call(slots, "save", [(d,) for d in dirs])
-    if index._checkpoint is not None and Path(index._checkpoint).resolve() == root.resolve():
-        for slot, d, seq in zip(slots, dirs, seqs):
-            index._set.mark_saved(slot, d, int(seq))
+    dirs: list[str] = [""] * len(slots)
+
+    def saved(i: int, answer: Any) -> None:
+        dirs[i] = str(root / f"shard-{slots[i].number}-{int(answer[1])}")
+        index._set.mark_saved(slots[i], dirs[i], int(answer[1]))
+
+    index._set.call(slots, "save_as", [(str(root), s.number) for s in slots], on_answer=saved)
     buckets = index._buckets
     write_json_atomic(root / "sharded.json", {
         "format": FORMAT, "version": FORMAT_VERSION, "kind": index.kind, "dim": index.dim,
         "partition": index.partition, "options": index._options, "next_id": index._next_id,
         "time": None if buckets is None else {"origin_us": buckets.origin_us, "span_us": buckets.span_us},
-        "shards": [{"number": s.number, "bucket": s.bucket} for s in slots],
+        "shards": [{"number": s.number, "bucket": s.bucket, "dir": Path(d).name, "seq": s.saved_seq}
+                   for s, d in zip(slots, dirs)],
     })  # fmt: skip
-    listed = {Path(d).name for d in dirs}
+    keep = {Path(d).name for d in dirs} | {
+        Path(s.saved_path).name
+        for s in index._set.slots
+        if s.saved_path and Path(s.saved_path).parent == root
+    }
     for old in root.iterdir():
-        if old.is_dir() and _SHARD_DIR.match(old.name) and old.name not in listed:
+        stale = _SHARD_DIR.match(old.name) and old.name not in keep
+        if old.is_dir() and (stale or old.name.startswith(".staging-")):  # a save that died midway
             shutil.rmtree(old)
 
 
@@ -73,11 +84,11 @@ def load(cls: type[ShardedIndex], path: str, **kwargs: Any) -> ShardedIndex:
         else:
             listed = list(doc["shards"])
         entries = _entries(listed, partition)
-        missing = [e["number"] for e in entries if not (root / f"shard-{e['number']}").is_dir()]
+        missing = [e["dir"] for e in entries if not (root / e["dir"]).is_dir()]
         if missing:
-            raise ValueError(f"shard-{missing[0]} is missing")
+            raise ValueError(f"{missing[0]} is missing")
         for e in entries:
-            e["path"] = str(root / f"shard-{e['number']}")
+            e["path"] = str(root / e["dir"])
         time = doc.get("time") if partition == "time" else None
         if partition == "time" and not isinstance(time, dict):
             raise ValueError("a time partition needs its origin and span")
@@ -90,9 +101,10 @@ def load(cls: type[ShardedIndex], path: str, **kwargs: Any) -> ShardedIndex:
             time_origin=None if time is None else np.datetime64(int(time["origin_us"]), "us"),
             _restored=entries, **kwargs,
         )  # fmt: skip
+        next_id = int(doc.get("next_id", 0))
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise _core.IndexFormatError(f"{root}: the sharded index manifest is invalid: {exc}") from None
-    index._next_id = max(index._next_id, int(doc.get("next_id", 0)))
+    index._next_id = max(index._next_id, next_id)
     return index
 
 
@@ -101,8 +113,15 @@ def _entries(listed: list[Any], partition: str) -> list[dict[str, Any]]:
     numbered 0..n-1 in order, every time shard with a distinct bucket."""
     if not 1 <= len(listed) <= _MAX_SHARDS and not (partition == "time" and len(listed) == 0):
         raise ValueError(f"{len(listed)} shards is outside [1, {_MAX_SHARDS}]")
-    entries = [{"number": int(e["number"]), "bucket": None if e["bucket"] is None else int(e["bucket"])}
-               for e in listed]  # fmt: skip
+    entries = []
+    for e in listed:
+        number = int(e["number"])
+        seq = int(e.get("seq", 0))
+        name = str(e.get("dir", f"shard-{number}"))
+        if seq < 0 or name not in (f"shard-{number}", f"shard-{number}-{seq}"):
+            raise ValueError(f"shard {number}: directory {name!r} is not shard-{number}-{seq}")
+        bucket = None if e["bucket"] is None else int(e["bucket"])
+        entries.append({"number": number, "bucket": bucket, "dir": name, "seq": seq})
     numbers = [e["number"] for e in entries]
     if len(set(numbers)) != len(numbers) or min(numbers, default=0) < 0:
         raise ValueError(f"shard numbers {numbers[:10]} repeat or are negative")
@@ -226,6 +245,11 @@ def from_dataset(
     index._next_id = max((int(d["next_auto_id"]) for d in described), default=0)
     if int(added or 0) != index.ntotal:
         raise RuntimeError(f"from_dataset routed {added} rows but the shards hold {index.ntotal}")
+    if index._buckets is not None:  # batches are checked one by one: an id may be in two of them
+        joined = np.concatenate(index._call(index._set.slots, "ids") or [np.zeros(0, np.int64)])
+        uniq, counts = np.unique(joined, return_counts=True)
+        if np.any(counts > 1):
+            raise ValueError(f"{id_column}: id {int(uniq[counts > 1][0])} appears in two rows of the dataset")
     if index._checkpoint is not None:
         index.save()
     return index

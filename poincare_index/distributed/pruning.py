@@ -68,4 +68,5 @@ class ScoreBound:
         of 1e-9 relative for the rounding of the shards' float64 scores)."""
         logw = self.log_weight(t_min, t_max, max_access)
         bound = self.geometric if self.time_coef == 0.0 else self.geometric + self.time_coef * logw
-        return bound + 1e-9 * (1.0 + np.abs(bound))
+        # -inf stays -inf (inf - inf would be NaN, and NaN >= k-th is never true).
+        return np.where(np.isfinite(bound), bound + 1e-9 * (1.0 + np.abs(bound)), bound)

@@ -142,11 +142,11 @@ class ShardedIndex:
         self._set = ShardSet(
             make_actor, call_timeout=_seconds(call_timeout, "call_timeout"),
             restore_timeout=_seconds(restore_timeout, "restore_timeout"),
-            recover=self._checkpoint is not None,
+            recover=self._checkpoint is not None, write_lock=self._write_lock,
         )  # fmt: skip
         if _restored is not None:
             for entry in _restored:
-                self._set.open(entry["number"], entry["bucket"], entry["path"], 0)
+                self._set.open(entry["number"], entry["bucket"], entry["path"], entry["seq"])
         else:
             for number in range(n_shards):
                 self._set.open(number)
@@ -154,6 +154,11 @@ class ShardedIndex:
         described = self._set.started(self._set.slots)
         for slot, d in zip(self._set.slots, described):
             slot.t_min, slot.t_max, slot.max_access = d["t_min"], d["t_max"], int(d["max_access"])
+        import pyarrow as pa
+
+        # The metadata columns over all shards: a filter on one a shard lacks reads it as null.
+        self._schema = pa.unify_schemas([pa.schema([])] + [d["metadata_schema"] for d in described],
+                                        promote_options="default")  # fmt: skip
         # One past the largest id any shard ever stored (removed ones included), as add() numbers.
         self._next_id = max((int(d["next_auto_id"]) for d in described), default=0)
         if _restored is not None:
@@ -164,6 +169,36 @@ class ShardedIndex:
         self, slots: list[ShardSlot], method: str, args: list[tuple[Any, ...]] | None = None
     ) -> list[Any]:
         return self._set.call(slots, method, args or [()] * len(slots))[0]
+
+    def _write(self, slots: list[ShardSlot], method: str, args: list[tuple[Any, ...]]) -> list[Any]:
+        """A write on ``slots``: every acknowledgement is logged (and its stamps noted) as it is
+        read, even when another shard fails and the call raises."""
+
+        def acknowledged(i: int, answer: Any) -> None:
+            seq = answer[1] if isinstance(answer, tuple) else answer
+            self._set.log(slots[i], int(seq), method, args[i])
+            if method == "add":
+                slots[i].note_times(args[i][2][0].astype(np.int64))
+
+        return self._set.call(slots, method, args, on_answer=acknowledged)[0]
+
+    def _check_metadata(self, metadata: Any) -> None:
+        """ValueError unless ``metadata``'s columns fit those the index holds (as a local index
+        refuses them), so no shard refuses a part after others took theirs."""
+        if metadata is None:
+            return
+        import pyarrow as pa
+
+        try:
+            pa.unify_schemas([self._schema, metadata.schema], promote_options="default")
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise ValueError(f"metadata does not match the existing columns: {exc}") from None
+
+    def _note_metadata(self, metadata: Any) -> None:
+        if metadata is not None:
+            import pyarrow as pa
+
+            self._schema = pa.unify_schemas([self._schema, metadata.schema], promote_options="default")
 
     def _fan(
         self, slots: list[ShardSlot], method: str, args: list[tuple[Any, ...]], *, allow_partial: bool = False
@@ -221,7 +256,7 @@ class ShardedIndex:
 
     @property
     def ntotal(self) -> int:
-        return int(sum(self._call(self._set.slots, "ntotal")))
+        return int(sum(n for n in self._call(list(self._set.slots), "ntotal") if n is not None))
 
     def __len__(self) -> int:
         return self.ntotal
@@ -249,6 +284,7 @@ class ShardedIndex:
         if not len(rows):
             return
         with self._write_lock:
+            self._check_metadata(rows.metadata)
             if self._buckets is None:
                 parts = [
                     (self._set.slots[key], args) for key, args in rows.split(HashRoute(self.shards)(rows))
@@ -259,11 +295,11 @@ class ShardedIndex:
                 self._set.call(self._set.slots, "check_new_ids", [(rows.ids,)] * self.shards)
                 split = rows.split(TimeRoute(self._buckets)(rows))
                 parts = list(zip(self._slots_for_buckets([key for key, _ in split]), [a for _, a in split]))
-            seqs = self._call([s for s, _ in parts], "add", [args for _, args in parts])
-            for (slot, args), seq in zip(parts, seqs):
-                self._set.log(slot, seq, "add", args)
-                slot.note_times(args[2][0].astype(np.int64))
+            # The ids are taken before the shards get them: an add that fails halfway (a shard
+            # dead without a checkpoint) does not hand them out again.
             self._next_id = max(self._next_id, int(rows.ids.max()) + 1)
+            self._write([s for s, _ in parts], "add", [args for _, args in parts])
+            self._note_metadata(rows.metadata)
 
     def _slots_for_buckets(self, buckets: list[int]) -> list[ShardSlot]:
         """The slots of these time buckets, opening the missing ones (started together)."""
@@ -275,7 +311,7 @@ class ShardedIndex:
                 self._next_number += 1
                 opened.append(have[bucket])
         if opened:
-            self._set.slots.sort(key=lambda s: s.bucket)
+            self._set.slots = sorted(self._set.slots, key=lambda s: s.bucket)  # a new list: readers copy
             self._set.started(opened)
         return [have[b] for b in buckets]
 
@@ -291,9 +327,7 @@ class ShardedIndex:
                 args = [(id_arr[owner == self._set.slots.index(s)],) for s in slots]
             else:
                 slots, args = list(self._set.slots), [(id_arr,)] * self.shards
-            replies = self._call(slots, "remove", args)
-            for slot, a, (_, seq) in zip(slots, args, replies):
-                self._set.log(slot, seq, "remove", a)
+            replies = self._write(slots, "remove", args)
             return int(sum(r[0] for r in replies))
 
     def drop_before(self, t: Any) -> int:
@@ -313,9 +347,10 @@ class ShardedIndex:
                 return 0
             dropped = int(sum(self._call(old, "ntotal")))
             ray = _ray()
-            for slot in old:
-                ray.kill(slot.actor)
             self._set.slots = [s for s in self._set.slots if s not in old]
+            for slot in old:  # a search that copied the list before still reaches them: retired
+                slot.retired = True
+                ray.kill(slot.actor)
             return dropped
 
     # ---- reads --------------------------------------------------------------------------
@@ -335,7 +370,11 @@ class ShardedIndex:
                 out[owner == i] = part
             return out
         found = np.zeros(id_arr.shape[0], dtype=bool)
-        for held, vectors in self._call(self._set.slots, "find", [(id_arr,)] * self.shards):
+        slots = list(self._set.slots)
+        for answer in self._call(slots, "find", [(id_arr,)] * len(slots)):
+            if answer is None:  # a shard dropped meanwhile
+                continue
+            held, vectors = answer
             out[held] = vectors
             found |= held
         if not found.all():
@@ -365,9 +404,13 @@ class ShardedIndex:
         if ef is not None:
             as_positive_int(ef, "ef")
         self._check_filters(filters)
+        if not isinstance(allow_partial, (bool, np.bool_)):
+            raise TypeError(f"allow_partial must be True or False, got {type(allow_partial).__name__}")
         slots = list(self._set.slots)
-        parts, missing = self._fan(slots, "search", [(arr, k, ef, filters)] * len(slots),
-                                   allow_partial=bool(allow_partial))  # fmt: skip
+        question = (arr, k, ef, filters, self._schema if filters is not None else None)
+        parts, missing = self._fan(
+            slots, "search", [question] * len(slots), allow_partial=bool(allow_partial)
+        )
         got = [p for p in parts if p is not None]
         D = np.concatenate([p[0] for p in got] + [np.full((arr.shape[0], k), np.inf, np.float32)], axis=1)
         I = np.concatenate([p[1] for p in got] + [np.full((arr.shape[0], k), -1, np.int64)], axis=1)
@@ -411,6 +454,7 @@ class ShardedIndex:
         }  # fmt: skip
         # The local index validates the options too, but a bad one must fail before any call.
         self._checker_options(options)
+        options["schema"] = self._schema if filters is not None else None
         slots = [s for s in self._set.slots if self._buckets is None or s.t_min is not None]
         bound = None
         if self._buckets is not None and prune:
@@ -418,7 +462,7 @@ class ShardedIndex:
                 arr, self.curvature, float(depth_bias), float(time_coef), decay, at_us,
                 check_future_tolerance(future_tolerance), float(future_weight),
             )  # fmt: skip
-            slots.sort(key=lambda s: -(s.t_max or 0))  # newest first
+            slots.sort(key=lambda s: -(s.t_max or 0))  # newest first (a local list)
         result = merge_scored(self._fan, slots, arr, k, options, bound, bool(allow_partial))
         if touch:
             self._touch(result)
@@ -427,17 +471,25 @@ class ShardedIndex:
     def _checker_options(self, options: dict[str, Any]) -> None:
         """Checks the scoring options (not the filters: they name the shards' columns) on a
         local empty flat index, so a bad option fails before any remote call."""
-        probe = {key: value for key, value in options.items() if key != "filters"}
+        probe = {key: value for key, value in options.items() if key not in ("filters", "schema")}
         self._probe.search_scored(np.zeros((1, self._dim), np.float32), 1, **probe)
 
     def _touch(self, result: ShardedScoredResults) -> None:
-        """Counts one access on every returned point, on the shard it came from (logged)."""
-        for number in sorted(set(result.sources[result.ids >= 0].tolist())):
-            slot = self._set.by_number(int(number))
-            ids = result.ids[(result.sources == number) & (result.ids >= 0)]
-            (seq,) = self._call([slot], "touch", [(ids,)])
-            self._set.log(slot, seq, "touch", (ids,))
-            slot.max_access += int(np.unique(ids, return_counts=True)[1].max())
+        """Counts one access on every returned point, on the shard it came from (logged). The
+        bound on a shard's access counts is raised before the counts are, so a concurrent
+        search never prunes by a bound below them."""
+        with self._write_lock:
+            live = {s.number: s for s in self._set.slots}
+            slots, args = [], []
+            for number in sorted(set(result.sources[result.ids >= 0].tolist())):
+                if number not in live:  # dropped meanwhile
+                    continue
+                ids = result.ids[(result.sources == number) & (result.ids >= 0)]
+                live[number].max_access += int(np.unique(ids, return_counts=True)[1].max())
+                slots.append(live[number])
+                args.append((ids,))
+            if slots:
+                self._write(slots, "touch", args)
 
     # ---- bulk build and files -------------------------------------------------------------
     from_dataset = classmethod(files.from_dataset)

@@ -37,6 +37,7 @@ class ShardSlot:
     saved_path: str | None = None
     saved_seq: int = 0
     log: list[tuple[int, str, tuple[Any, ...]]] = field(default_factory=list)
+    retired: bool = False  # dropped (drop_before): a call that still reaches it gets nothing
 
     def note_times(self, t_us: NDArray[np.int64]) -> None:
         """Widens the stamp bounds to cover rows stamped ``t_us`` (removals never narrow them:
@@ -56,17 +57,19 @@ class ShardSet:
     """The slots and the calls on them. ``make_actor(path, seq)`` starts a shard actor (from a
     saved index when ``path`` is given, its sequence number at ``seq``). ``call_timeout``
     bounds every wait for an answer and ``restore_timeout`` a restoration or the start of a new
-    shard; ``recover`` turns
+    shard; ``write_lock`` is the index's (restorations hold it); ``recover`` turns
     restoration (and the write log it needs) on."""
 
     def __init__(
         self, make_actor: Callable[[str | None, int], Any], *, call_timeout: float, restore_timeout: float,
-        recover: bool,
+        recover: bool, write_lock: Any,
     ) -> None:  # fmt: skip
         self.slots: list[ShardSlot] = []
         self._make_actor = make_actor
         self.call_timeout, self.restore_timeout, self.recover = call_timeout, restore_timeout, recover
-        self._restore_lock = threading.Lock()
+        # Restorations take the index's write lock: no write is between its acknowledgement and
+        # its log entry while the log is read, and writes wait for a restoration to finish.
+        self._write_lock = write_lock
         self._log_lock = threading.Lock()
 
     def open(
@@ -103,51 +106,87 @@ class ShardSet:
     def call(
         self, slots: Sequence[ShardSlot], method: str, args: Sequence[tuple[Any, ...]], *,
         allow_partial: bool = False, timeout: float | None = None,
+        on_answer: Callable[[int, Any], None] | None = None,
     ) -> tuple[list[Any], list[int]]:  # fmt: skip
         """``method(*args[i])`` on every slot at once, one wait for all. Returns (the answers, in
         slot order, None for a shard that did not answer; the numbers of those shards, only
         with ``allow_partial``). A shard's own exception is re-raised as itself (a KeyError stays
         a KeyError). A dead shard is restored and asked again when ``recover`` is on; otherwise,
         and for a shard that does not answer within ``call_timeout``, ShardUnavailableError
-        names it, unless ``allow_partial`` lists it as missing instead. ``timeout`` replaces
-        ``call_timeout`` (for the first call on new actors, which waits for them to start)."""
+        names it, unless ``allow_partial`` lists it as missing instead. A slot retired meanwhile
+        answers None. ``timeout`` replaces ``call_timeout`` (for the first call on new actors,
+        which waits for them to start). ``on_answer(i, answer)`` is called for every shard that
+        answered, before anything is raised: a write logs what was acknowledged even when
+        another shard fails."""
         import ray
 
         wait = self.call_timeout if timeout is None else timeout
         started = time.monotonic()
-        refs = [getattr(s.actor, method).remote(*a) for s, a in zip(slots, args)]
+        actors = [s.actor for s in slots]  # the ones asked: a restoration elsewhere may replace them
+        refs = [getattr(a, method).remote(*x) for a, x in zip(actors, args)]
         try:
-            return list(ray.get(refs, timeout=wait)), []  # one wait for all: the common case
+            answers = list(ray.get(refs, timeout=wait))  # one wait for all: the common case
         except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
             pass
-        # Which shards failed, and how: one failing early leaves the others the rest of the bound.
+        else:
+            if on_answer is not None:
+                for i, answer in enumerate(answers):
+                    on_answer(i, answer)
+            return answers, []
+        return self._sort_out(slots, actors, refs, method, args, wait, started, allow_partial, on_answer)
+
+    def _sort_out(
+        self, slots: Sequence[ShardSlot], actors: list[Any], refs: list[Any], method: str,
+        args: Sequence[tuple[Any, ...]], wait: float, started: float, allow_partial: bool,
+        on_answer: Callable[[int, Any], None] | None,
+    ) -> tuple[list[Any], list[int]]:  # fmt: skip
+        """The slow path of :meth:`call`: which shards failed, and how."""
+        import ray
+
+        answered: list[tuple[int, Any]] = []
+        error: BaseException | None = None
+        # One failing early leaves the others the rest of the bound.
         left = max(wait - (time.monotonic() - started), 0.0)
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=left)
         done = set(ready)
         answers: list[Any] = [None] * len(slots)
         missing: list[int] = []
         for i, (slot, ref) in enumerate(zip(slots, refs)):
-            actor = slot.actor
+            problem = None
             if ref not in done:
                 problem = f"shard {slot.number} did not answer {method} within {wait:g} s"
             else:
                 try:
                     answers[i] = ray.get(ref)
+                    answered.append((i, answers[i]))
                     continue
                 except ray.exceptions.RayTaskError as exc:
-                    cause = exc.cause if isinstance(exc.cause, BaseException) else RuntimeError(str(exc))
-                    raise cause from None
+                    if error is None:
+                        error = exc.cause if isinstance(exc.cause, BaseException) else RuntimeError(str(exc))
+                    continue
                 except ray.exceptions.RayActorError as exc:
-                    problem = f"shard {slot.number} is unavailable: {type(exc).__name__}"
-                    if self.recover and not allow_partial:
-                        self.restore(slot, actor)
-                        answers[i] = self._call_one(slot, method, args[i])
+                    if slot.retired:
                         continue
+                    problem = f"shard {slot.number} is unavailable: {type(exc).__name__}"
+                    if self.recover and not allow_partial and error is None:
+                        try:
+                            self.restore(slot, actors[i])
+                            answers[i] = self._call_one(slot, method, args[i])
+                            answered.append((i, answers[i]))
+                            continue
+                        except BaseException as failed:  # noqa: BLE001 - raised after the others are in
+                            error = failed
+                            continue
             if allow_partial:
                 missing.append(slot.number)
-                continue
-            hint = "" if self.recover else " (give the index a checkpoint_path to restore dead shards)"
-            raise ShardUnavailableError(problem + hint)
+            elif error is None:
+                hint = "" if self.recover else " (give the index a checkpoint_path to restore dead shards)"
+                error = ShardUnavailableError(problem + hint)
+        if on_answer is not None:
+            for i, answer in answered:
+                on_answer(i, answer)
+        if error is not None:
+            raise error
         return answers, missing
 
     def _call_one(self, slot: ShardSlot, method: str, args: tuple[Any, ...]) -> Any:
@@ -170,7 +209,7 @@ class ShardSet:
         another thread restoring waits for it, at most ``restore_timeout``."""
         import ray
 
-        if not self._restore_lock.acquire(timeout=self.restore_timeout):
+        if not self._write_lock.acquire(timeout=self.restore_timeout):
             raise ShardUnavailableError(
                 f"shard {slot.number} is being restored and was not back within {self.restore_timeout:g} s"
             )
@@ -179,6 +218,7 @@ class ShardSet:
                 return
             with self._log_lock:
                 entries = sorted(e for e in slot.log if e[0] > slot.saved_seq)
+            actor = None
             try:
                 actor = self._make_actor(slot.saved_path, slot.saved_seq)
                 replies = ray.get(
@@ -187,16 +227,19 @@ class ShardSet:
                     timeout=self.restore_timeout,
                 )
             except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
+                _kill(actor)
                 raise ShardUnavailableError(
                     f"shard {slot.number} could not be restored from {slot.saved_path or 'an empty shard'} "
                     f"within {self.restore_timeout:g} s: {type(exc).__name__}"
                 ) from None
             except ray.exceptions.RayTaskError as exc:
+                _kill(actor)
                 raise ShardUnavailableError(f"shard {slot.number} could not be restored: {exc}") from None
             # Each replayed write must land on the number it had: else the log is not this shard's.
             got = [r[1] if isinstance(r, tuple) else r for r in replies[:-1]]
             want = [seq for seq, _, _ in entries]
             if got != want:
+                _kill(actor)
                 raise ShardUnavailableError(
                     f"shard {slot.number}: the replayed writes got sequence numbers {got[:5]} "
                     f"where the log has {want[:5]}; the shard was not restored"
@@ -204,11 +247,16 @@ class ShardSet:
             slot.actor = actor
             ray.kill(dead)
         finally:
-            self._restore_lock.release()
+            self._write_lock.release()
 
     def close(self) -> None:
-        import ray
-
         for slot in self.slots:
-            ray.kill(slot.actor)
+            _kill(slot.actor)
         self.slots = []
+
+
+def _kill(actor: Any) -> None:
+    import ray
+
+    if actor is not None:
+        ray.kill(actor)
