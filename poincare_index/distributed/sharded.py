@@ -295,11 +295,11 @@ class ShardedIndex:
                 self._set.call(self._set.slots, "check_new_ids", [(rows.ids,)] * self.shards)
                 split = rows.split(TimeRoute(self._buckets)(rows))
                 parts = list(zip(self._slots_for_buckets([key for key, _ in split]), [a for _, a in split]))
-            # The ids are taken before the shards get them: an add that fails halfway (a shard
-            # dead without a checkpoint) does not hand them out again.
+            # The ids and the columns are taken before the shards get them: an add that fails
+            # halfway (a shard dead without a checkpoint) hands neither out again.
             self._next_id = max(self._next_id, int(rows.ids.max()) + 1)
-            self._write([s for s, _ in parts], "add", [args for _, args in parts])
             self._note_metadata(rows.metadata)
+            self._write([s for s, _ in parts], "add", [args for _, args in parts])
 
     def _slots_for_buckets(self, buckets: list[int]) -> list[ShardSlot]:
         """The slots of these time buckets, opening the missing ones (started together)."""
