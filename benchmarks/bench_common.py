@@ -1,11 +1,12 @@
-"""What the benchmarks share: the machine's description, latency percentiles, recall and the
-results file (a dataclass written as JSON)."""
+"""What the benchmarks share: the machine's description, timing, latency percentiles, recall and
+the results file (a dataclass written as JSON)."""
 
 from __future__ import annotations
 
 import json
 import os
 import platform
+import time
 from dataclasses import asdict
 from typing import Any
 
@@ -33,3 +34,13 @@ def recall_at_k(found: np.ndarray, truth: np.ndarray) -> float:
     """Mean over queries of |found & truth| / k (padding ids -1 never count)."""
     rows = zip(found.tolist(), truth.tolist())
     return float(np.mean([len((set(f) & set(t)) - {-1}) / len(t) for f, t in rows]))
+
+
+def best_of(repeats: int, fn: Any, *args: Any) -> tuple[float, Any]:
+    """(the fastest of ``repeats`` calls in seconds, the last call's result)."""
+    times, result = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        result = fn(*args)
+        times.append(time.perf_counter() - t0)
+    return min(times), result

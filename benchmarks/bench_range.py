@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +23,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_common import machine, write_results  # noqa: E402
+from bench_common import best_of, machine, write_results  # noqa: E402
 from datasets import DATASETS, load  # noqa: E402
 
 import poincare_index as pi  # noqa: E402
@@ -43,16 +42,6 @@ class Results:
     flat_range: list[dict[str, Any]] = field(default_factory=list)
     hnsw_range: list[dict[str, Any]] = field(default_factory=list)
     faiss_flat_l2_range: dict[str, Any] = field(default_factory=dict)
-
-
-def _best_of(repeats: int, fn: Any, *args: Any) -> tuple[float, Any]:
-    """(the fastest of ``repeats`` calls in seconds, the last call's result)."""
-    times, result = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        result = fn(*args)
-        times.append(time.perf_counter() - t0)
-    return min(times), result
 
 
 def main() -> int:
@@ -74,10 +63,10 @@ def main() -> int:
     hnsw.add(db)
     D, _ = flat.search(q, args.hits + 1)
     kth = D[:, args.hits - 1].astype(np.float64)
-    res.flat_knn_ms_per_query = _best_of(args.repeats, flat.search, q, args.hits)[0] / len(q) * 1e3
+    res.flat_knn_ms_per_query = best_of(args.repeats, flat.search, q, args.hits)[0] / len(q) * 1e3
     for quantile in (0.1, 0.5, 0.9):
         radius = float(np.quantile(kth, quantile))
-        t, (lims, _, exact_ids) = _best_of(args.repeats, flat.range_search, q, radius)
+        t, (lims, _, exact_ids) = best_of(args.repeats, flat.range_search, q, radius)
         per_query = np.diff(lims.astype(np.int64))
         res.flat_range.append({
             "radius_quantile": quantile, "radius": radius,
@@ -87,7 +76,7 @@ def main() -> int:
         exact = [set(exact_ids[lims[i] : lims[i + 1]].tolist()) for i in range(len(q))]
         for ef in (16, 64, 256):
             hnsw.ef_search = ef
-            t, (hl, _, hi) = _best_of(args.repeats, hnsw.range_search, q, radius)
+            t, (hl, _, hi) = best_of(args.repeats, hnsw.range_search, q, radius)
             found = sum(len(exact[i] & set(hi[hl[i] : hl[i + 1]].tolist())) for i in range(len(q)))
             total = sum(len(e) for e in exact)
             # recall@1 of the range: is each query's nearest in-range point found? (The exact
@@ -122,8 +111,8 @@ def main() -> int:
         fl.add(db)
         DL, _ = fl.search(q, args.hits + 1)
         radius = float(np.median((DL[:, args.hits - 1] + DL[:, args.hits]) / 2))
-        t_knn, _ = _best_of(args.repeats, fl.search, q, args.hits)
-        t, (faiss_lims, _, _) = _best_of(args.repeats, fl.range_search, q, radius)
+        t_knn, _ = best_of(args.repeats, fl.search, q, args.hits)
+        t, (faiss_lims, _, _) = best_of(args.repeats, fl.range_search, q, radius)
         res.faiss_flat_l2_range = {
             "squared_radius": radius, "hits_mean": float(np.diff(faiss_lims.astype(np.int64)).mean()),
             "ms_per_query": t / len(q) * 1e3, "knn_ms_per_query": t_knn / len(q) * 1e3,

@@ -27,7 +27,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_common import machine, percentiles_ms, recall_at_k, write_results  # noqa: E402
+from bench_common import best_of, machine, percentiles_ms, recall_at_k, write_results  # noqa: E402
 from datasets import DATASETS, load  # noqa: E402
 
 import poincare_index as pi  # noqa: E402
@@ -59,15 +59,6 @@ def equal_recall_ratios(curve: dict[str, list[dict[str, float]]]) -> list[dict[s
                             "sharded_qps": point["qps"], "qps_ratio": point["qps"] / qps})  # fmt: skip
                 break
     return out
-
-
-def _best_qps(fn: Any, q: np.ndarray, repeats: int) -> float:
-    best = np.inf
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn(q)
-        best = min(best, time.perf_counter() - t0)
-    return q.shape[0] / best
 
 
 def main() -> int:
@@ -133,7 +124,7 @@ def main() -> int:
     for ef in args.efs:
         for name, index in (("single", single), ("sharded", sharded)):
             _, found = index.search(q, 10, ef=ef)
-            qps = _best_qps(lambda b, index=index, ef=ef: index.search(b, 10, ef=ef), q, args.repeats)
+            qps = len(q) / best_of(args.repeats, index.search, q, 10, ef)[0]
             curve[name].append({"ef": ef, "recall_at_10": recall_at_k(found, I1), "qps": qps})
         print(f"ef={ef}: single {curve['single'][-1]}, sharded {curve['sharded'][-1]}", flush=True)
     base_point = next(c for c in curve["single"] if c["ef"] == args.ef)
