@@ -188,13 +188,13 @@ def test_a_dead_shard_is_named_by_its_number_in_routed_writes(stamped_data):
 
 def test_from_dataset_builds_through_ray_data_workers(stamped_data):
     base, queries, t = stamped_data
-    n = 1200
+    n = 600
     ds = ray.data.from_items(
         [{"vec": base[i], "doc": i * 10, "when": t[i], "lang": ["en", "de"][i % 2]} for i in range(n)]
     )
     index = ShardedIndex.from_dataset(
         ds, vector_column="vec", id_column="doc", time_column="when", metadata_columns=["lang"],
-        shards=2, kind="flat", batch_size=256,
+        shards=2, kind="flat", batch_size=200, concurrency=1,
     )  # fmt: skip
     single = pi.PoincareFlatIndex(16)
     single.add_with_ids(
@@ -214,7 +214,7 @@ def test_from_dataset_builds_through_ray_data_workers(stamped_data):
     index.close()
     dup = ray.data.from_items([{"vec": base[i], "doc": 7} for i in range(3)])
     with pytest.raises(ValueError, match="id 7"):
-        ShardedIndex.from_dataset(dup, vector_column="vec", id_column="doc", shards=2, kind="flat")
+        ShardedIndex.from_dataset(dup, vector_column="vec", id_column="doc", shards=2, kind="flat", dim=16)
     with pytest.raises(ValueError, match="not a column"):
         ShardedIndex.from_dataset(dup, vector_column="v", id_column="doc")
     with pytest.raises(TypeError, match="ray.data.Dataset"):
@@ -227,7 +227,7 @@ def test_from_dataset_opens_the_time_shards_of_the_data(stamped_data):
     ds = ray.data.from_items([{"vec": base[i], "id": i, "ts": t[i]} for i in range(n)])
     s = ShardedIndex.from_dataset(
         ds, vector_column="vec", id_column="id", time_column="ts", kind="flat", partition="time",
-        time_span=timedelta(days=7), batch_size=300, concurrency=1,
+        time_span=timedelta(days=7), batch_size=300, concurrency=1, dim=16,
     )  # fmt: skip
     single = pi.PoincareFlatIndex(16)
     single.add(base[:n], t=t[:n])

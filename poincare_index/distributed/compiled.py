@@ -27,11 +27,11 @@ class CompiledFanout:
     def run(self, actors: list[Any], method: str, args: tuple[Any, ...], timeout: float) -> list[Any] | None:
         """Every shard's answer to ``method(*args)``, in order; None when this path cannot answer
         now (the caller then makes plain calls)."""
+        import ray
+
         if self.failures >= _MAX_FAILURES or not actors or not self._lock.acquire(blocking=False):
             return None
         try:
-            import ray
-
             if (
                 self._graph is None
                 or len(actors) != len(self._actors)
@@ -41,8 +41,6 @@ class CompiledFanout:
                 self._graph, self._actors = _compile(actors), tuple(actors)
             return list(ray.get(self._graph.execute(method, args), timeout=timeout))
         except Exception as exc:  # noqa: BLE001 - any failure: the plain path answers and reports it
-            import ray
-
             if isinstance(exc, ray.exceptions.RayTaskError):  # the shard's own error: graph intact
                 return None
             self.failures += 1

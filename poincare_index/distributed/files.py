@@ -4,6 +4,7 @@ the shards and their time ranges) and the checks that refuse shards that do not 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from datetime import timedelta
@@ -34,7 +35,7 @@ def save(index: ShardedIndex, path: str) -> None:
     manifest or restore point names are deleted after the manifest is written."""
     from ..memory.store import write_json_atomic
 
-    root = Path(path)
+    root = Path(os.path.abspath(path))  # the shards' working directories are not the driver's
     root.mkdir(parents=True, exist_ok=True)
     slots = list(index._set.slots)
     dirs: list[str] = [""] * len(slots)
@@ -66,7 +67,7 @@ def save(index: ShardedIndex, path: str) -> None:
 def load(cls: type[ShardedIndex], path: str, **kwargs: Any) -> ShardedIndex:
     from ..memory.store import read_json_checked
 
-    root = Path(path)
+    root = Path(os.path.abspath(path))
     doc = read_json_checked(root / "sharded.json", "the sharded index manifest")
     if doc.get("format") != FORMAT or doc.get("version") not in (1, FORMAT_VERSION):
         raise _core.IndexFormatError(

@@ -86,12 +86,6 @@ class ShardSet:
         descriptions."""
         return self.call(slots, "describe", [()] * len(slots), timeout=self.restore_timeout)[0]
 
-    def by_number(self, number: int) -> ShardSlot:
-        for slot in self.slots:
-            if slot.number == number:
-                return slot
-        raise KeyError(f"no shard {number}")
-
     def log(self, slot: ShardSlot, seq: int, method: str, args: tuple[Any, ...]) -> None:
         """Records an acknowledged write (only with ``recover``: nothing else replays it)."""
         if self.recover:
