@@ -163,4 +163,11 @@ def test_time_partition_arguments_are_checked():
         ShardedIndex(16, actor_options={"max_restarts": 3})
     with pytest.raises(TypeError, match="decay"):  # options fail before any remote call
         s.search_scored(np.zeros((1, 16)), 1, decay="half-life")
+    for flag in ("touch", "allow_partial", "prune"):
+        with pytest.raises(TypeError, match=flag):
+            s.search_scored(np.zeros((1, 16)), 1, **{flag: "yes"})
+    with pytest.raises(TypeError, match="allow_partial"):
+        s.search(np.zeros((1, 16)), 1, allow_partial=1)
+    with pytest.raises(ValueError, match="outside"):  # a query outside the ball, checked here
+        s.search_scored(np.full((1, 16), 0.9), 1)
     s.close()
