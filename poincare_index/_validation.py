@@ -103,3 +103,10 @@ def as_unit_interval(value: Any, name: str) -> float:
     if not 0.0 <= v <= 1.0:
         raise ValueError(f"{name} must be in [0, 1], got {value!r}")
     return v
+
+
+def as_flag(value: Any, name: str) -> bool:
+    """True or False (numpy's bools too); TypeError for anything else, 0 and 1 included."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__}")
+    return bool(value)

@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _time
-from ._validation import as_finite_float, as_matrix, as_positive_int, check_result_size
+from ._validation import as_finite_float, as_flag, as_matrix, as_positive_int, check_result_size
 from .decay import (
     _EBBINGHAUS,
     DEFAULT_FUTURE_TOLERANCE,
@@ -93,8 +93,7 @@ def run_scored(
     time_coef = as_finite_float(time_coef, "time_coef")
     fw = check_future_weight(future_weight)
     tolerance_us = check_future_tolerance(future_tolerance)
-    if not isinstance(touch, (bool, np.bool_)):
-        raise TypeError(f"touch must be True or False, got {type(touch).__name__}")
+    as_flag(touch, "touch")
     mask, slots, expected_ids = allowed_rows(index, filters)
     columns = index._columns
     buckets: tuple[Any, ...] = (None, None, None, None, None)

@@ -164,11 +164,16 @@ def check_restored(
                 f"{np.datetime64(d['t_max'], 'us')}, outside its range [{np.datetime64(start, 'us')}, "
                 f"{np.datetime64(end, 'us')})"
             )
-    joined = np.concatenate(all_ids) if all_ids else np.zeros(0, np.int64)
+    twice = _repeated_id(all_ids)
+    if twice is not None:
+        raise _core.IndexFormatError(f"{Path(entries[0]['path']).parent}: id {twice} is on two shards")
+
+
+def _repeated_id(ids_per_shard: list[np.ndarray]) -> int | None:
+    """An id that more than one of the shards' id arrays holds, or None."""
+    joined = np.concatenate(ids_per_shard) if ids_per_shard else np.zeros(0, np.int64)
     uniq, counts = np.unique(joined, return_counts=True)
-    if np.any(counts > 1):
-        raise _core.IndexFormatError(f"{Path(entries[0]['path']).parent}: id {int(uniq[counts > 1][0])} "
-                                     "is on two shards")  # fmt: skip
+    return int(uniq[counts > 1][0]) if np.any(counts > 1) else None
 
 
 def from_dataset(
@@ -240,17 +245,13 @@ def from_dataset(
         if cause is not None:
             raise cause from None
         raise
-    described = index._call(index._set.slots, "describe")
-    for slot, d in zip(index._set.slots, described):
-        slot.t_min, slot.t_max, slot.max_access = d["t_min"], d["t_max"], int(d["max_access"])
-    index._next_id = max((int(d["next_auto_id"]) for d in described), default=0)
+    index._adopt(index._call(index._set.slots, "describe"))  # the rows arrived past the driver
     if int(added or 0) != index.ntotal:
         raise RuntimeError(f"from_dataset routed {added} rows but the shards hold {index.ntotal}")
     if index._buckets is not None:  # batches are checked one by one: an id may be in two of them
-        joined = np.concatenate(index._call(index._set.slots, "ids") or [np.zeros(0, np.int64)])
-        uniq, counts = np.unique(joined, return_counts=True)
-        if np.any(counts > 1):
-            raise ValueError(f"{id_column}: id {int(uniq[counts > 1][0])} appears in two rows of the dataset")
+        twice = _repeated_id(index._call(index._set.slots, "ids"))
+        if twice is not None:
+            raise ValueError(f"{id_column}: id {twice} appears in two rows of the dataset")
     if index._checkpoint is not None:
         index.save()
     return index

@@ -22,7 +22,15 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .. import _core, _time
-from .._validation import as_finite_float, as_id, as_ids, as_matrix, as_positive_int, check_result_size
+from .._validation import (
+    as_finite_float,
+    as_flag,
+    as_id,
+    as_ids,
+    as_matrix,
+    as_positive_int,
+    check_result_size,
+)
 from ..decay import DEFAULT_FUTURE_TOLERANCE, DEFAULT_FUTURE_WEIGHT, DecayPolicy, check_future_tolerance
 from ..geometry import _curvature
 from . import files
@@ -119,9 +127,7 @@ class ShardedIndex:
             "num_threads": as_positive_int(threads_per_shard, "threads_per_shard"),
         }  # fmt: skip
         self._checkpoint = None if checkpoint_path is None else os.fspath(checkpoint_path)
-        if not isinstance(low_latency, (bool, np.bool_)):
-            raise TypeError(f"low_latency must be True or False, got {type(low_latency).__name__}")
-        self._fanout = CompiledFanout() if low_latency else None
+        self._fanout = CompiledFanout() if as_flag(low_latency, "low_latency") else None
         # A local flat core checks points exactly as every shard will (dimension, NaN/Inf, ball).
         self._checker = _core.FlatIndexCore(self._dim, self._options["curvature"], 1)
         from ..index import PoincareFlatIndex
@@ -152,19 +158,24 @@ class ShardedIndex:
                 self._set.open(number)
         self._next_number = max((s.number for s in self._set.slots), default=-1) + 1
         described = self._set.started(self._set.slots)
-        for slot, d in zip(self._set.slots, described):
-            slot.t_min, slot.t_max, slot.max_access = d["t_min"], d["t_max"], int(d["max_access"])
-        import pyarrow as pa
-
-        # The metadata columns over all shards: a filter on one a shard lacks reads it as null.
-        self._schema = pa.unify_schemas([pa.schema([])] + [d["metadata_schema"] for d in described],
-                                        promote_options="default")  # fmt: skip
-        # One past the largest id any shard ever stored (removed ones included), as add() numbers.
-        self._next_id = max((int(d["next_auto_id"]) for d in described), default=0)
+        self._adopt(described)
         if _restored is not None:
             files.check_restored(self, _restored, described)
 
     # ---- plumbing -----------------------------------------------------------------------
+    def _adopt(self, described: list[dict[str, Any]]) -> None:
+        """What the driver keeps of its shards, from their descriptions (one per slot, in slot
+        order): each slot's stamp bounds and largest access count, the metadata columns over all
+        shards (a filter on one a shard lacks reads it as null) and the next automatic id (one
+        past the largest any shard ever stored, removed ones included, as add() numbers)."""
+        import pyarrow as pa
+
+        for slot, d in zip(self._set.slots, described):
+            slot.t_min, slot.t_max, slot.max_access = d["t_min"], d["t_max"], int(d["max_access"])
+        schemas = [pa.schema([])] + [d["metadata_schema"] for d in described]
+        self._schema = pa.unify_schemas(schemas, promote_options="default")
+        self._next_id = max((int(d["next_auto_id"]) for d in described), default=0)
+
     def _call(
         self, slots: list[ShardSlot], method: str, args: list[tuple[Any, ...]] | None = None
     ) -> list[Any]:
@@ -404,8 +415,7 @@ class ShardedIndex:
         if ef is not None:
             as_positive_int(ef, "ef")
         self._check_filters(filters)
-        if not isinstance(allow_partial, (bool, np.bool_)):
-            raise TypeError(f"allow_partial must be True or False, got {type(allow_partial).__name__}")
+        as_flag(allow_partial, "allow_partial")
         slots = list(self._set.slots)
         question = (arr, k, ef, filters, self._schema if filters is not None else None)
         parts, missing = self._fan(
@@ -445,8 +455,7 @@ class ShardedIndex:
         at_us = _time.as_time_scalar(at_time, "at_time")
         self._check_filters(filters)
         for name, flag in (("touch", touch), ("allow_partial", allow_partial), ("prune", prune)):
-            if not isinstance(flag, (bool, np.bool_)):
-                raise TypeError(f"{name} must be True or False, got {type(flag).__name__}")
+            as_flag(flag, name)
         options = {
             "decay": decay, "at_time": np.datetime64(at_us, "us"), "depth_bias": depth_bias,
             "time_coef": time_coef, "filters": filters, "ef": ef, "touch": False,
