@@ -41,8 +41,12 @@ inline void heap_pop(std::vector<Candidate>& h) {
 }
 
 // Whether a kept neighbour with factor a_r may stand in for a candidate with factor a_e in the
-// heuristic (see select_neighbors): not when it lies much nearer the origin.
-inline bool can_cover(float a_r, float a_e) { return a_r * HnswGraph::kCoverRatio >= a_e; }
+// heuristic (see select_neighbors): only when the two lie at about the same depth. A hub much
+// nearer the origin cannot hold the crowd beneath it; a node much deeper than e is a poor way up
+// to e, since its few links point at its own crowd (see kCoverRatio).
+inline bool can_cover(float a_r, float a_e) {
+  return a_r * HnswGraph::kCoverRatio >= a_e && a_e * HnswGraph::kCoverRatio >= a_r;
+}
 
 }  // namespace
 
