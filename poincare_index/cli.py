@@ -62,10 +62,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _info(args)
     if args.command == "inspect":
         return _inspect(args)
-    from .demo import run_demo, run_memory_demo
+    from .demo import run_demo, run_hierarchy_demo, run_memory_demo
 
     run_demo(args.n, args.dim, args.queries, args.k, args.seed, args.threads)
     run_memory_demo()
+    run_hierarchy_demo()
     return 0
 
 

@@ -107,3 +107,38 @@ def run_memory_demo(now: datetime | None = None) -> list[list[str]]:
         for r in hits:
             print(f"    {r.id:4s} time weight {r.time_weight:<8.3g} {r.explain()}")
     return orders
+
+
+def run_hierarchy_demo(epochs: int = 50, seed: int = 0) -> dict[str, float] | None:
+    """WordNet's mammals embedded in the 10-d ball: reconstruction, depth by level, a search.
+    None (with a note) when numba, the ``[numba]`` extra, is not installed."""
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        print("\nhierarchy demo: skipped, it needs numba (pip install 'poincare-index[numba]')")
+        return None
+    from .hierarchy import mammals, reconstruction, train
+
+    edges = mammals()
+    emb = train(edges, 10, epochs=epochs, seed=seed)
+    rec = reconstruction(emb, edges)
+    print(
+        f"\nhierarchy demo: WordNet's mammal closure ({len(emb):,} synsets, {len(edges):,} pairs) "
+        f"in the 10-d ball, {emb.train_seconds:.1f} s of training"
+    )
+    print(f"  reconstruction: mean rank {rec.mean_rank:.2f}, MAP {rec.map:.3f}")
+    depth = emb.depth()
+    n_ancestors = {name: 0 for name in emb.names}
+    for child, _ in edges:
+        n_ancestors[child] += 1
+    levels = np.array([n_ancestors[name] for name in emb.names])
+    print("  distance from the origin by level (0: mammal.n.01, the root):")
+    for level in range(0, int(levels.max()) + 1, 2):
+        at = depth[levels == level]
+        if at.size:
+            print(f"    level {level:2d}: {at.size:4d} synsets, median {np.median(at):5.2f}")
+    index = emb.to_index("flat")
+    _, ids = index.search(emb.vector("dog.n.01").reshape(1, -1), 6)
+    print("  nearest to dog.n.01: " + ", ".join(emb.names[i] for i in ids[0][1:]))
+    root_depth = float(depth[emb.index_of("mammal.n.01")])
+    return {"mean_rank": rec.mean_rank, "map": rec.map, "root_depth": root_depth}

@@ -19,6 +19,9 @@ def test_demo_small(capsys):
     assert float(last.split()[1]) >= 0.9
     # then time at work: the changed fact ranks first now, the old one as of 40 days ago
     assert "as of now" in out and "as of 40 days ago" in out
+    # then the mammals: the root near the origin, a search from dog
+    assert "hierarchy demo: WordNet's mammal closure (1,182 synsets" in out
+    assert "nearest to dog.n.01:" in out
 
 
 def test_memory_demo_order_flips():
@@ -75,3 +78,11 @@ def test_info_describes_a_saved_index_and_a_store(tmp_path, capsys):
     assert "namespace: team" in out and "memories: 1" in out and "HalfLife" in out
     assert main(["info", str(tmp_path / "nothing")]) == 2
     assert "nothing at" in capsys.readouterr().err
+
+
+def test_hierarchy_demo_root_near_the_origin():
+    pytest.importorskip("numba")
+    from poincare_index.demo import run_hierarchy_demo
+
+    got = run_hierarchy_demo(epochs=20)
+    assert got is not None and got["map"] > 0.8 and got["root_depth"] < 1.0

@@ -55,3 +55,10 @@ def test_sharded_example_runs(tmp_path, monkeypatch, capsys):
     exec(_block_after("- **Time partitions**"), namespace)  # it continues the first
     printed = [line for line in capsys.readouterr().out.splitlines() if "(raylet)" not in line]
     assert printed == ["True", "7 True", "448 5"]
+
+
+def test_hierarchy_example_runs(capsys):
+    if not os.environ.get("CI"):
+        pytest.importorskip("numba")
+    exec(_block_after("## Embed your own hierarchy"), {})
+    assert capsys.readouterr().out.split("\n")[:2] == ["True True", "dog.n.01"]
