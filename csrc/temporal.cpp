@@ -1,5 +1,6 @@
 #include "temporal.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -25,6 +26,35 @@ double age_hours(std::int64_t later, std::int64_t earlier) {
   return static_cast<double>(d) / kMicrosPerHour;
 }
 
+// log of a custom weight clamped to (0, 1]: a user's function may return anything, and one NaN
+// in a score would corrupt the ranking of the whole query.
+double clamped_log(double w) {
+  if (!(w > 0.0)) return std::log(std::numeric_limits<double>::min());
+  return w >= 1.0 ? 0.0 : std::log(w);
+}
+
+// Above this many access counts a kAge bound stops evaluating every count and answers 0 (w <= 1):
+// still a bound, only a looser one.
+constexpr std::uint32_t kMaxCountsInBound = 256;
+
+double custom_log_weight(const DecayTerm& term, double dt_hours, std::uint32_t access_count,
+                         bool bound) {
+  if (!bound) return clamped_log(term.custom(dt_hours, static_cast<double>(access_count)));
+  switch (static_cast<CustomBound>(static_cast<int>(term.p1))) {
+    case CustomBound::kAgeAndAccess:
+      return clamped_log(term.custom(dt_hours, static_cast<double>(access_count)));
+    case CustomBound::kAge: {
+      if (access_count > kMaxCountsInBound) return 0.0;
+      double best = -std::numeric_limits<double>::infinity();
+      for (std::uint32_t a = 0; a <= access_count; ++a)
+        best = std::max(best, clamped_log(term.custom(dt_hours, static_cast<double>(a))));
+      return best;
+    }
+    default:
+      return 0.0;
+  }
+}
+
 }  // namespace
 
 DecayProgram::DecayProgram(std::vector<DecayTerm> terms, std::int64_t at_us, double future_weight,
@@ -36,9 +66,9 @@ DecayProgram::DecayProgram(std::vector<DecayTerm> terms, std::int64_t at_us, dou
   if (__builtin_add_overflow(at_us, future_tolerance_us, &horizon_us_))
     horizon_us_ = std::numeric_limits<std::int64_t>::max();
   log_future_weight_ = std::log(future_weight);
-  for (const DecayTerm& term : terms_) {
+  for (DecayTerm& term : terms_) {
     uses_window_ |= term.kind == DecayKind::kValidity;
-    uses_access_ |= term.kind == DecayKind::kEbbinghaus;
+    uses_access_ |= term.kind == DecayKind::kEbbinghaus || term.kind == DecayKind::kCustom;
     switch (term.kind) {
       case DecayKind::kHalfLife:
         if (!positive_finite(term.p0)) throw InvalidArgument("half-life hours must be > 0");
@@ -55,6 +85,19 @@ DecayProgram::DecayProgram(std::vector<DecayTerm> terms, std::int64_t at_us, dou
       case DecayKind::kExponential:
         if (!(std::isfinite(term.p0) && term.p0 >= 0.0)) throw InvalidArgument("rate must be >= 0");
         break;
+      case DecayKind::kCustom: {
+        // The address travels in a double; below 2^53 it is exact, and user-space addresses on
+        // the platforms we build for are below 2^48.
+        if (!(term.p0 >= 1.0 && term.p0 < 9007199254740992.0) || std::floor(term.p0) != term.p0)
+          throw InvalidArgument("a custom decay term needs a function address, got " +
+                                std::to_string(term.p0));
+        const int how = static_cast<int>(term.p1);
+        if (static_cast<double>(how) != term.p1 || how < 0 || how > 2)
+          throw InvalidArgument("custom decay bound must be 0, 1 or 2, got " +
+                                std::to_string(term.p1));
+        term.custom = reinterpret_cast<CustomWeightFn>(static_cast<std::uintptr_t>(term.p0));
+        break;
+      }
       default:
         throw InvalidArgument("unknown decay term kind " +
                               std::to_string(static_cast<int>(term.kind)));
@@ -79,6 +122,9 @@ double DecayProgram::log_weight_aged(double dt_hours, std::int64_t valid_from,
         break;
       case DecayKind::kExponential:
         total -= term.p0 * dt_hours;
+        break;
+      case DecayKind::kCustom:
+        total += custom_log_weight(term, dt_hours, access_count, bound);
         break;
     }
   }
@@ -117,9 +163,9 @@ double DecayProgram::log_weight_bound(std::int64_t t_min, std::int64_t t_max,
                                       std::uint32_t max_access) const {
   if (terms_.empty()) return 0.0;
   if (t_min > horizon_us_) return log_future_weight_;
-  // Every term decreases with age and increases with accesses: the newest time not after the
-  // query time with the most accesses bounds the range (rows within the tolerance are aged 0,
-  // later ones weigh future_weight <= 1).
+  // Every built-in term decreases with age and increases with accesses: the newest time not
+  // after the query time with the most accesses bounds the range (rows within the tolerance are
+  // aged 0, later ones weigh future_weight <= 1). A custom term bounds itself as it declared.
   const std::int64_t newest = t_max > at_us_ ? at_us_ : t_max;
   const double dt_hours = age_hours(at_us_, newest);
   const double aged = log_weight_aged(dt_hours, kOpenStart, kOpenEnd, max_access, true);

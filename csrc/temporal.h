@@ -9,17 +9,36 @@
 namespace poincare {
 
 // Term kinds; the numbers are shared with poincare_index/decay.py.
-enum class DecayKind : int { kHalfLife = 1, kEbbinghaus = 2, kValidity = 3, kExponential = 4 };
+enum class DecayKind : int {
+  kHalfLife = 1,
+  kEbbinghaus = 2,
+  kValidity = 3,
+  kExponential = 4,
+  kCustom = 5
+};
+
+// A user's weight function compiled to C (numba.cfunc): w(age_hours, access_count) in (0, 1].
+// It must be pure and thread-safe: searches call it from several threads without the GIL.
+using CustomWeightFn = double (*)(double, double);
+
+// How the bound of a custom term over a time bucket is taken (decay.py's CustomDecay.bound):
+// none (w <= 1), non-increasing in age for each access count (the maximum over the counts up
+// to the bucket's largest, at its youngest age), or also non-decreasing in the count.
+enum class CustomBound : int { kNone = 0, kAge = 1, kAgeAndAccess = 2 };
 
 // One factor of a product of policies (see decay.py for the formulas):
 //   kHalfLife    p0 = half-life in hours           log w = -ln2 dt / p0
 //   kEbbinghaus  p0 = stability hours, p1 = boost  log w = -dt / (p0 (1 + p1 access_count))
 //   kValidity    p0 = outside weight               log w = 0 inside [from, until), else ln p0
 //   kExponential p0 = rate per hour                log w = -p0 dt
+//   kCustom      p0 = the function's address (an integer below 2^53, exact in a double),
+//                p1 = its CustomBound              log w = ln fn(dt, access_count), the value
+//                clamped to (0, 1]: NaN or <= 0 count as the smallest normal double
 struct DecayTerm {
   DecayKind kind;
   double p0;
   double p1;
+  CustomWeightFn custom = nullptr;  // set by DecayProgram from p0 for kCustom
 };
 
 // Open ends of a validity window as stored in the column buffers (null in Arrow).

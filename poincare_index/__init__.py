@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from . import _core
 from ._core import IndexFormatError
+from .custom_decay import CustomDecay
 from .decay import (
     DecayPolicy,
     Ebbinghaus,
@@ -30,6 +31,7 @@ from .scored import ScoredResults
 __version__ = "0.1.0"
 
 __all__ = [
+    "CustomDecay",
     "PoincareIndex",
     "PoincareFlatIndex",
     "SearchParameters",

@@ -40,7 +40,9 @@ DEFAULT_FUTURE_WEIGHT = 1e-6
 DEFAULT_FUTURE_TOLERANCE = timedelta(minutes=5)
 
 # Term kinds shared with csrc/temporal.h (kept in sync by tests/test_decay.py).
-_HALF_LIFE, _EBBINGHAUS, _VALIDITY, _EXPONENTIAL = 1, 2, 3, 4
+_HALF_LIFE, _EBBINGHAUS, _VALIDITY, _EXPONENTIAL, _CUSTOM = 1, 2, 3, 4, 5
+# Kinds whose weight reads the access count (a bound over a time bucket needs its largest).
+READS_ACCESS = (_EBBINGHAUS, _CUSTOM)
 
 
 def _positive(value: Any, name: str) -> float:
@@ -162,6 +164,23 @@ class DecayPolicy:
         """An upper bound of log w over all points (0: some point may weigh 1)."""
         return 0.0
 
+    def _log_bound(self, min_age_hours: float, max_access_count: float) -> float:
+        """An upper bound of log w over points at least ``min_age_hours`` old with at most
+        ``max_access_count`` accesses (see :func:`log_weight_bound`), from the terms: every
+        built-in term decays with age and none grows past 0, so the bound is the sum of the
+        terms at the youngest age (a validity term: 0)."""
+        dt = max(float(min_age_hours), 0.0)
+        total = 0.0
+        for kind, p0, p1 in self._terms():
+            if kind == _HALF_LIFE:
+                total -= math.log(2.0) * dt / p0
+            elif kind == _EXPONENTIAL:
+                total -= p0 * dt
+            elif kind == _EBBINGHAUS:
+                stability = p0 * (1.0 + p1 * max_access_count) if p1 > 0 else p0
+                total -= dt / stability if math.isfinite(stability) else 0.0
+        return total
+
 
 @dataclass(frozen=True)
 class HalfLife(DecayPolicy):
@@ -269,6 +288,9 @@ class Product(DecayPolicy):
     def _terms(self) -> list[tuple[int, float, float]]:
         return [term for p in self.policies for term in p._terms()]
 
+    def _log_bound(self, min_age_hours: float, max_access_count: float) -> float:
+        return sum(p._log_bound(min_age_hours, max_access_count) for p in self.policies)
+
 
 def generative_agents_recency() -> HalfLife:
     """The 0.995^hours recency of Generative Agents (Park et al. 2023) as a half-life:
@@ -288,16 +310,10 @@ def policy_terms(policy: DecayPolicy | None) -> NDArray[np.float64]:
 def log_weight_bound(policy: DecayPolicy | None, min_age_hours: float, max_access_count: float) -> float:
     """An upper bound of log w over every point at least ``min_age_hours`` old (at_time - t,
     clamped at 0) whose access count is at most ``max_access_count`` (inf: unknown), inside or
-    outside any validity window. Every term decays with age and none grows past 0, so the bound
-    is the sum of the terms at the youngest age (a validity term: 0)."""
-    dt = max(float(min_age_hours), 0.0)
-    total = 0.0
-    for kind, p0, p1 in policy_terms(policy).tolist():
-        if kind == _HALF_LIFE:
-            total -= math.log(2.0) * dt / p0
-        elif kind == _EXPONENTIAL:
-            total -= p0 * dt
-        elif kind == _EBBINGHAUS:
-            stability = p0 * (1.0 + p1 * max_access_count) if p1 > 0 else p0
-            total -= dt / stability if math.isfinite(stability) else 0.0
-    return total
+    outside any validity window: each policy's own bound (the built-in ones: the terms at the
+    youngest age; a :class:`~poincare_index.CustomDecay` as it declared), summed over a Product."""
+    if policy is None:
+        return 0.0
+    if not isinstance(policy, DecayPolicy):
+        raise TypeError(f"decay must be a decay policy or None, got {type(policy).__name__}")
+    return float(policy._log_bound(max(float(min_age_hours), 0.0), float(max_access_count)))

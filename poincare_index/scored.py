@@ -12,9 +12,9 @@ from numpy.typing import ArrayLike, NDArray
 from . import _time
 from ._validation import as_finite_float, as_flag, as_matrix, as_positive_int, check_result_size
 from .decay import (
-    _EBBINGHAUS,
     DEFAULT_FUTURE_TOLERANCE,
     DEFAULT_FUTURE_WEIGHT,
+    READS_ACCESS,
     DecayPolicy,
     check_future_tolerance,
     check_future_weight,
@@ -99,7 +99,7 @@ def run_scored(
     buckets: tuple[Any, ...] = (None, None, None, None, None)
     if index.kind == "hnsw" and decay is not None and time_coef > 0 and slots is None:
         order, starts, t_min, t_max = columns.time_buckets()
-        if any(term[0] == _EBBINGHAUS for term in terms):
+        if any(term[0] in READS_ACCESS for term in terms):
             max_access = columns.bucket_max_access(order, starts)
         else:  # the bound does not depend on access counts
             max_access = np.zeros(t_min.shape[0], dtype=np.uint32)

@@ -8,8 +8,20 @@ from typing import Any
 
 from .. import decay as _decay
 from .._time import MAX_TIME_US, MIN_TIME_US, datetime_to_micros, micros_to_datetime
+from ..custom_decay import BOUNDS, CustomDecay
 
-__all__ = ["policy_to_json", "policy_from_json", "value_to_json", "value_from_json", "check_metadata_value"]
+__all__ = [
+    "CustomDecayNeeded",
+    "policy_to_json",
+    "policy_from_json",
+    "value_to_json",
+    "value_from_json",
+    "check_metadata_value",
+]
+
+
+class CustomDecayNeeded(ValueError):
+    """A saved store's decay refers to a CustomDecay, which only its user can supply again."""
 
 
 def policy_to_json(policy: _decay.DecayPolicy | None) -> Any:
@@ -30,6 +42,8 @@ def policy_to_json(policy: _decay.DecayPolicy | None) -> Any:
         return {"type": "Exponential", "rate": policy.rate, "per_seconds": policy.per.total_seconds()}
     if isinstance(policy, _decay.Product):
         return {"type": "Product", "policies": [policy_to_json(p) for p in policy.policies]}
+    if isinstance(policy, CustomDecay):  # a reference only: the code is the user's to re-supply
+        return {"type": "CustomDecay", "name": policy.name, "bound": policy.bound}
     raise TypeError(f"decay must be a poincare_index decay policy or None, got {type(policy).__name__}")
 
 
@@ -49,6 +63,14 @@ def policy_from_json(spec: Any, depth: int = 0) -> _decay.DecayPolicy | None:
         "Product": ("policies",),
     }
     kind = spec["type"]
+    if kind == "CustomDecay":
+        name, bound = spec.get("name"), spec.get("bound")
+        if not isinstance(name, str) or not name or len(name) > 200 or bound not in BOUNDS:
+            raise ValueError(f"saved CustomDecay reference is malformed: {spec!r}")
+        raise CustomDecayNeeded(
+            f"the store's decay uses CustomDecay {name!r} (bound={bound!r}), whose code is not saved: "
+            f"pass decay=... with it when opening the store"
+        )
     if kind not in fields:
         raise ValueError(f"unknown saved decay policy type {kind!r}")
     missing = [f for f in fields[kind] if f not in spec]

@@ -41,7 +41,7 @@ from ..decay import check_future_weight
 from ..embed import HashingEmbedder, MiniLMEmbedder
 from ..index import PoincareIndex
 from ..io import _fsync_dir, _manifest_checksum, read_index, write_index
-from .codec import policy_from_json
+from .codec import CustomDecayNeeded, policy_from_json
 
 __all__ = ["StoreLockedError", "NamespaceDir", "valid_namespace"]
 
@@ -176,7 +176,10 @@ class NamespaceDir:
             raise IndexFormatError(f"{where}: field 'decay' is missing")
         try:
             check_future_weight(doc["future_weight"])
-            policy_from_json(doc["decay"])
+            try:
+                policy_from_json(doc["decay"])
+            except CustomDecayNeeded:
+                pass  # a well-formed reference to the user's own policy
             rebuilt: Any = None  # the built-in embedders are rebuilt from their parameters
             if kind == "hashing":
                 rebuilt = HashingEmbedder(dim=dim, radius=float(spec["radius"]))
