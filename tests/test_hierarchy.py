@@ -121,6 +121,16 @@ def test_bad_arguments_raise_the_right_exception():
         train(edges, 5, closure="yes")
     with pytest.raises(TypeError, match="sequence of"):
         train("ab", 5)
+    with pytest.raises(ValueError, match=r"lr_final must be in \[0, lr\]"):
+        train(edges, 5, lr=0.1, lr_final=0.2)
+
+
+def test_the_learning_rate_schedule():
+    from poincare_index.hierarchy import TrainConfig
+
+    cfg = TrainConfig(epochs=5, burn_in=2, lr=0.4, burn_in_lr_ratio=0.1, lr_final=0.0)
+    assert [round(cfg.lr_at(e), 12) for e in range(7)] == [0.04, 0.04, 0.4, 0.3, 0.2, 0.1, 0.0]
+    assert TrainConfig(epochs=3, burn_in=0, lr=0.4).lr_at(2) == 0.4
 
 
 def test_a_tree_is_embedded_with_map_near_one_at_5d():

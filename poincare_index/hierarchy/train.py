@@ -50,6 +50,7 @@ class TrainConfig:
     burn_in_lr_ratio: float = 0.1
     seed: int = 0
     threads: int = 1
+    lr_final: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("dim", "epochs", "negatives", "burn_in", "seed", "threads"):
@@ -74,6 +75,22 @@ class TrainConfig:
                 raise TypeError(f"{name} must be a number, got {type(value).__name__}")
             if not math.isfinite(value) or value <= 0:
                 raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        if self.lr_final is not None:
+            v = self.lr_final
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)):
+                raise TypeError(f"lr_final must be a number or None, got {type(v).__name__}")
+            if not math.isfinite(v) or not 0 <= v <= self.lr:
+                raise ValueError(f"lr_final must be in [0, lr], got {v!r}")
+
+    def lr_at(self, epoch: int) -> float:
+        """The learning rate of pass ``epoch`` (0-based, burn-in first): the burn-in's, then
+        ``lr``, falling linearly to ``lr_final`` over the epochs when that is set."""
+        if epoch < self.burn_in:
+            return self.lr * self.burn_in_lr_ratio
+        if self.lr_final is None or self.epochs <= 1:
+            return self.lr
+        done = (epoch - self.burn_in) / (self.epochs - 1)
+        return self.lr + (self.lr_final - self.lr) * done
 
 
 def train(
@@ -85,6 +102,7 @@ def train(
     lr: float = 0.3,
     burn_in: int = 10,
     burn_in_lr_ratio: float = 0.1,
+    lr_final: float | None = None,
     seed: int = 0,
     threads: int | None = None,
     closure: bool = False,
@@ -101,11 +119,13 @@ def train(
     into k chunks trained in parallel on shared points without locks (Hogwild!): as good, but
     the points vary from run to run with the threads' timing. ``on_epoch(epoch, mean_loss,
     points)`` is called after every pass (epoch counts from 1, burn-in included; points a
-    float32 copy), e.g. to record a curve of MAP against time.
+    float32 copy), e.g. to record a curve of MAP against time. ``lr_final``: the learning rate
+    falls linearly from ``lr`` to it over the epochs after the burn-in (None: constant).
     """
     cfg = TrainConfig(
         dim=dim, epochs=epochs, negatives=negatives, lr=lr, burn_in=burn_in,
         burn_in_lr_ratio=burn_in_lr_ratio, seed=seed, threads=1 if threads is None else threads,
+        lr_final=lr_final,
     )  # fmt: skip
     as_flag(progress, "progress")
     if on_epoch is not None and not callable(on_epoch):
@@ -139,7 +159,7 @@ def _fit(rel: Relations, cfg: TrainConfig, progress: bool, on_epoch: EpochCallba
                 total = _kernels.train_epoch(
                     theta, edges, order, rel.indptr, rel.indices,
                     burn_cdf if burning else uniform_cdf, cfg.negatives,
-                    cfg.lr * cfg.burn_in_lr_ratio if burning else cfg.lr, seeds,
+                    cfg.lr_at(epoch), seeds,
                 )  # fmt: skip
                 mean = float(total) / edges.shape[0]
                 if not math.isfinite(mean):
