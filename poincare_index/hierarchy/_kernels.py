@@ -30,7 +30,7 @@ def _splitmix(state: np.uint64) -> tuple[np.uint64, np.uint64]:
 
 @numba.njit(cache=True, nogil=True)
 def _related(indptr, indices, u, v) -> bool:
-    """Whether v is among u's sorted partners (binary search)."""
+    """Whether v is among u's sorted parents (binary search)."""
     lo, hi = indptr[u], indptr[u + 1]
     while lo < hi:
         mid = (lo + hi) // 2
@@ -75,7 +75,8 @@ def _train_chunk(theta, edges, order, start, stop, indptr, indices, cumulative, 
     """SGD over edges ``order[start:stop]``: for child u and parent v, the loss
     d(u, v) + log sum over {v} and ``negatives`` sampled partners s of exp(-d(u, s)); every point
     involved takes its Riemannian step at once (as the reference code does). Returns the summed
-    loss. Negatives are nodes other than u that u is not related to in either direction."""
+    loss. Negatives are nodes other than u that are not u's parents in the pairs (the paper's
+    N(u)); u's descendants may be drawn."""
     n_nodes, dim = theta.shape
     cand = np.empty(negatives + 1, dtype=np.int64)
     dist = np.empty(negatives + 1)

@@ -14,14 +14,16 @@ __all__ = ["Relations", "as_relations", "transitive_closure"]
 
 @dataclass(frozen=True)
 class Relations:
-    """``edges`` (m, 2) int32 rows of (child, parent) node numbers into ``names``; ``related``
-    the CSR (``indptr``, ``indices``, sorted per node) of every node's partners in either
-    direction, which negative sampling must not draw."""
+    """``edges`` (m, 2) int32 rows of (child, parent) node numbers into ``names``; the CSR
+    (``indptr``, ``indices``, sorted per node) of each node's parents in those rows, which
+    negative sampling must not draw for it (the paper's N(u) = {v : (u, v) not in D}: a node's
+    own descendants are negatives for it, which is what orders its ancestors before them)."""
 
     names: tuple[str, ...]
     edges: NDArray[np.int32]
     indptr: NDArray[np.int64]
     indices: NDArray[np.int32]
+    degree: NDArray[np.int64]  # pairs each node is in, either side (burn-in negatives follow it)
 
     @property
     def n_nodes(self) -> int:
@@ -108,9 +110,12 @@ def as_relations(edges: Any, *, closure: bool = False, where: str = "edges") -> 
     else:
         rows = np.unique(rows, axis=0)
     n = len(names)
-    pairs_both = np.unique(np.concatenate([rows, rows[:, ::-1]]).astype(np.int64), axis=0)
-    src, dst = pairs_both[:, 0], pairs_both[:, 1].astype(np.int32)  # sorted by (src, dst)
+    src, dst = rows[:, 0].astype(np.int64), rows[:, 1]  # unique rows, sorted by (child, parent)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.add.at(indptr, src + 1, 1)
     np.cumsum(indptr, out=indptr)
-    return Relations(names=names, edges=np.ascontiguousarray(rows), indptr=indptr, indices=dst)
+    degree = np.bincount(rows.ravel(), minlength=n).astype(np.int64)
+    return Relations(
+        names=names, edges=np.ascontiguousarray(rows), indptr=indptr,
+        indices=np.ascontiguousarray(dst, dtype=np.int32), degree=degree,
+    )  # fmt: skip

@@ -140,7 +140,7 @@ def _fit(rel: Relations, cfg: TrainConfig, progress: bool, on_epoch: EpochCallba
 
     rng = np.random.default_rng(cfg.seed)
     theta = rng.uniform(-1e-3, 1e-3, size=(rel.n_nodes, cfg.dim))
-    degree = np.diff(rel.indptr).astype(np.float64)
+    degree = rel.degree.astype(np.float64)
     burn_cdf = np.cumsum(degree**0.75)
     uniform_cdf = np.zeros(0, dtype=np.float64)
     edges = rel.edges.astype(np.int32)
