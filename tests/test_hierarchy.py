@@ -91,6 +91,7 @@ def test_closure_matches_a_breadth_first_reference():
     [
         ([("a", "a")], False, "self loop"),
         ([("a", "b"), ("b", "c"), ("c", "a")], True, "cycle"),
+        ([("x", "a"), ("a", "b"), ("b", "a")], True, r"cycle \(through '[ab]'\)"),
         ([], False, "empty"),
         ([("a", "")], False, "empty name"),
     ],

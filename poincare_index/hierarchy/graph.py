@@ -56,19 +56,19 @@ def _pairs(edges: Any, where: str) -> list[tuple[str, str]]:
 
 def transitive_closure(edges: NDArray[np.int32], n_nodes: int, names: Sequence[str]) -> NDArray[np.int32]:
     """Every (descendant, ancestor) pair reachable by parent links, as sorted unique rows;
-    ValueError naming a node on a cycle (a closure of a cyclic graph has self loops)."""
+    ValueError naming a node on a cycle (a closure of a cyclic graph would have self loops)."""
     parents: list[list[int]] = [[] for _ in range(n_nodes)]
     for c, p in edges.tolist():
         parents[c].append(p)
     # Ancestor sets in an order where every parent comes before its children (Kahn's algorithm
     # on the parent links), so each set is the union of its parents' sets, built once.
-    n_children = np.zeros(n_nodes, dtype=np.int64)
+    waiting = np.zeros(n_nodes, dtype=np.int64)  # parents whose ancestor set is not built yet
     children: list[list[int]] = [[] for _ in range(n_nodes)]
     for c in range(n_nodes):
         for p in parents[c]:
             children[p].append(c)
-            n_children[c] += 1  # in-degree of c in the parent -> child order
-    ready = [v for v in range(n_nodes) if n_children[v] == 0]
+            waiting[c] += 1
+    ready = [v for v in range(n_nodes) if waiting[v] == 0]
     ancestors: list[set[int] | None] = [None] * n_nodes
     done = 0
     while ready:
@@ -80,11 +80,17 @@ def transitive_closure(edges: NDArray[np.int32], n_nodes: int, names: Sequence[s
         ancestors[v] = acc
         done += 1
         for c in children[v]:
-            n_children[c] -= 1
-            if n_children[c] == 0:
+            waiting[c] -= 1
+            if waiting[c] == 0:
                 ready.append(c)
     if done < n_nodes:
-        on_cycle = next(v for v in range(n_nodes) if ancestors[v] is None and n_children[v] > 0)
+        # A node left waiting has a parent left waiting: walking up them must repeat a node,
+        # and the first repeated one lies on a cycle.
+        on_cycle = next(v for v in range(n_nodes) if ancestors[v] is None)
+        seen: set[int] = set()
+        while on_cycle not in seen:
+            seen.add(on_cycle)
+            on_cycle = next(p for p in parents[on_cycle] if ancestors[p] is None)
         raise ValueError(
             f"the edges have a cycle (through {names[on_cycle]!r}); a closure needs a hierarchy "
             "without cycles"
