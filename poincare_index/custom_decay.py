@@ -55,7 +55,9 @@ class CustomDecay(DecayPolicy):
     the smallest positive double), age in hours (float64, >= 0) and the
     point's access count (as float64). ``fn`` is a plain Python function numba can compile in
     nopython mode (math, numpy scalars), pure and thread-safe; it is compiled twice, to a
-    ``numba.cfunc`` for the index and to a vectorised ufunc for :meth:`weight`.
+    ``numba.cfunc`` for the index and to a vectorised ufunc for :meth:`weight`. numba reads
+    the globals and closure variables ``fn`` uses once, when it compiles: changing them later
+    does not change the policy (make a new ``CustomDecay`` instead).
 
     ``bound``: see the module; ``name``: how saved stores refer to it (default: the function's
     name). ValueError when the declared bound, or the range (0, 1], does not hold on the grid;

@@ -52,6 +52,26 @@ def test_weights_in_the_core_equal_the_numpy_formula():
     np.testing.assert_allclose(w, spaced_numpy(age, access.astype(np.float64)), rtol=1e-12)
 
 
+HALF_LIFE_HOURS = 24.0
+
+
+def global_half_life(age_hours, access_count):
+    return 0.5 ** (age_hours / HALF_LIFE_HOURS)
+
+
+def test_globals_are_read_once_when_the_policy_is_compiled(monkeypatch):
+    # The docstring's promise: a global changed after construction does not change the policy.
+    policy = pi.CustomDecay(global_half_life, bound="age")
+    t = np.array([(NOW - timedelta(hours=24)).replace(tzinfo=None)], dtype="datetime64[us]")
+    monkeypatch.setitem(globals(), "HALF_LIFE_HOURS", 1.0)
+    w = policy.weight(t, NOW, access_count=np.zeros(1, dtype=np.uint32))
+    np.testing.assert_allclose(w, [0.5], rtol=1e-12)
+    fresh = pi.CustomDecay(global_half_life, bound="age", name="fresh")
+    np.testing.assert_allclose(
+        fresh.weight(t, NOW, access_count=np.zeros(1, dtype=np.uint32)), [0.5**24], rtol=1e-12
+    )
+
+
 def test_declared_bounds_are_checked_on_a_grid():
     with pytest.raises(ValueError, match="non-increasing in age"):
         pi.CustomDecay(lambda a, c: min(1.0, 0.5 + a / 1e6), bound="age")
