@@ -9,7 +9,8 @@
   and on every node at the end.
 
     python benchmarks/bench_hierarchy.py --data mammals [--epochs 50] [--dim 10]
-    python benchmarks/bench_hierarchy.py --data nouns --minutes 30 --threads 2
+    python benchmarks/bench_hierarchy.py --data nouns --minutes 30 --threads 2 --epochs 100000 \
+        --negatives 50 --burn-in 20 --lr 0.05 --eval-every 100 --no-gensim
 """
 
 from __future__ import annotations

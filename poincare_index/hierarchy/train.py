@@ -121,6 +121,11 @@ def train(
     points)`` is called after every pass (epoch counts from 1, burn-in included; points a
     float32 copy), e.g. to record a curve of MAP against time. ``lr_final``: the learning rate
     falls linearly from ``lr`` to it over the epochs after the burn-in (None: constant).
+
+    ``lr`` is a step per pair (pairs are not averaged in batches): 0.3 suits small closures
+    trained for tens of epochs (the mammals); large ones need a smaller step over more epochs
+    (the WordNet nouns: 0.05 for ~1,000 epochs; at 0.3 their loss stalls early, see
+    benchmarks/BENCHMARKS.md).
     """
     cfg = TrainConfig(
         dim=dim, epochs=epochs, negatives=negatives, lr=lr, burn_in=burn_in,
