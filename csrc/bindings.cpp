@@ -315,6 +315,7 @@ PYBIND11_MODULE(_core, m) {
         d["max_level"] = st.max_level;
         d["links"] = st.links;
         d["unreachable"] = st.unreachable;
+        d["without_way_down"] = st.without_way_down;
         return d;
       });
   bind_common(hnsw);

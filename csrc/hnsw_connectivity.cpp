@@ -26,13 +26,80 @@ std::size_t HnswGraph::flood_level0(std::uint32_t start, std::vector<std::uint8_
   return queue.size();
 }
 
+std::vector<std::uint32_t> HnswGraph::without_way_down(const VectorStorage& storage) const {
+  const std::size_t n = nodes();
+  std::vector<std::uint8_t> covered(n, 0);
+  for (std::uint32_t s = 0; s < n; ++s) {
+    const std::uint32_t* l = links_at(s, 0);
+    for (std::uint32_t i = 1; i <= l[0]; ++i)
+      if (from_above(storage, s, l[i])) covered[l[i]] = 1;
+  }
+  std::vector<std::uint32_t> out;
+  for (std::uint32_t u = 0; u < n; ++u)
+    if (!covered[u] && u != entry_ && !storage.is_deleted(u) && levels_[u] <= max_level_)
+      out.push_back(u);
+  return out;
+}
+
+std::size_t HnswGraph::link_from_above(const VectorStorage& storage, ScratchPool& scratch_pool,
+                                       ThreadPool& pool) {
+  if (nodes() < 2 || entry_ == kNone) return 0;
+  const std::size_t cap = max_links(0) + kRepairSlots;
+  auto from_above = [&](std::uint32_t s, std::uint32_t u) {
+    return HnswGraph::from_above(storage, s, u);
+  };
+  const std::vector<std::uint32_t> pending = without_way_down(storage);
+  if (pending.empty()) return 0;
+  // Candidate sources per pending node, nearest first: its own out-neighbours above it, else
+  // those a beam search for it finds (in parallel: each search only reads the graph).
+  std::vector<std::vector<Candidate>> sources(pending.size());
+  const auto l2sq = metric::kernels().l2sq;
+  const std::size_t dim = storage.dim();
+  pool.parallel_for(pending.size(), [&](std::size_t j, int) {
+    const std::uint32_t u = pending[j];
+    const float* xu = storage.vector(u);
+    auto& out = sources[j];
+    const std::uint32_t* l = links_at(u, 0);
+    for (std::uint32_t i = 1; i <= l[0]; ++i)
+      if (from_above(l[i], u))
+        out.push_back({l2sq(xu, storage.vector(l[i]), dim) * storage.rank_factor(l[i]), l[i]});
+    if (out.empty()) {
+      ScratchGuard sg(scratch_pool);
+      search(storage, xu, static_cast<std::size_t>(params_.ef_construction), *sg, out);
+      out.erase(std::remove_if(
+                    out.begin(), out.end(),
+                    [&](const Candidate& c) { return c.second == u || !from_above(c.second, u); }),
+                out.end());
+    }
+    std::sort(out.begin(), out.end());
+  });
+  // Appends only, into the reserved slots: no link construction chose is evicted, so nothing
+  // loses reachability here.
+  std::size_t added = 0;
+  for (std::size_t j = 0; j < pending.size(); ++j) {
+    const std::uint32_t u = pending[j];
+    for (const Candidate& c : sources[j]) {
+      std::uint32_t* l = links_at(c.second, 0);
+      if (l[0] >= cap || std::find(l + 1, l + 1 + l[0], u) != l + 1 + l[0]) continue;
+      l[1 + l[0]] = u;
+      ++l[0];
+      if (u < repair_source_.size()) repair_source_[u] = c.second;
+      ++added;
+      break;
+    }
+  }
+  return added;
+}
+
 std::size_t HnswGraph::repair_connectivity(const VectorStorage& storage, ScratchPool& scratch,
                                            ThreadPool& pool) {
+  // Ways down first: they only append links, so the reachability rounds below still see
+  // every link they could replace.
+  std::size_t total = link_from_above(storage, scratch, pool);
   // A replaced link can orphan a node that only unreachable nodes pointed at, so repeat until
   // a round replaces nothing: a round that only appended links left every node reachable (each
   // pending node got an in-link from a reached one), and checking that again costs a full
   // walk of the graph per added chunk.
-  std::size_t total = 0;
   for (int round = 0; round < 8; ++round) {
     std::size_t replaced = 0;
     const std::size_t added = repair_round(storage, scratch, pool, replaced);

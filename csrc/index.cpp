@@ -267,7 +267,9 @@ GraphStats HnswIndexCore::check_integrity() const {
   std::shared_lock<std::shared_mutex> g(rw_);
   if (graph_->nodes() != storage_.slots())
     throw FormatError("graph and storage disagree on the number of points");
-  return graph_->check_integrity(storage_.deleted_flags());
+  GraphStats st = graph_->check_integrity(storage_.deleted_flags());
+  st.without_way_down = graph_->without_way_down(storage_).size();
+  return st;
 }
 
 std::vector<std::int64_t> HnswIndexCore::neighbors(std::int64_t id, int level) const {

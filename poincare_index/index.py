@@ -452,7 +452,10 @@ class PoincareIndex(_IndexBase):
     def check_integrity(self) -> dict[str, int]:
         """Structural check of the graph (links in range, no overflowing or duplicate links,
         levels consistent, entry point on top); raises IndexFormatError on a violation and
-        returns counters, ``unreachable`` being nodes the level-0 graph cannot reach."""
+        returns counters: ``unreachable``, live nodes the level-0 graph cannot reach from the
+        entry point, and ``without_way_down``, live nodes (the entry point aside) that no node at
+        their depth or shallower links to on level 0. Every build and removal repairs both; the
+        second stays above 0 only where every candidate source's reserved slots are full."""
         return dict(self._core.check_integrity())
 
     def __repr__(self) -> str:
