@@ -118,22 +118,11 @@ class OursHNSW(Adapter):
         return self.index.search(q, k, ef=ef)[1]
 
     def analytic_bytes(self) -> dict[str, float]:
+        # The index's own accounting: every array at its allocated capacity.
         n = max(self.n, 1)
-        lock_capacity = 8192
-        while lock_capacity < n:  # grown per 8192-row add chunk, doubling
-            lock_capacity *= 2
-        return {
-            "vectors": 4.0 * self.dim,
-            "factors": 4 + 8 + 8,  # a(x) float32 and float64, |x|^2 float64
-            "id": 8,
-            "deleted_flag": 1,
-            "level": 1,
-            "level0_links": (1 + 2 * M) * 4,
-            "upper_links": _UPPER_LEVELS * (1 + M) * 4 + 4,  # one pooled array + offsets
-            "node_locks": _SPIN_LOCK * lock_capacity / n,
-            "id_hash_map": _HASH_ENTRY,
-            "visited_scratch_per_thread": 2 * 1.25,
-        }
+        parts = {k: v / n for k, v in self.index.memory_usage().items()}
+        parts["visited_scratch_per_thread"] = 2 * 1.25
+        return parts
 
     def diagnostics(
         self, database: NDArray[np.float32], queries: NDArray[np.float32], k: int, truths: dict[str, Truth]

@@ -84,6 +84,12 @@ void bind_common(py::class_<Core>& cls) {
              std::copy(live.begin(), live.end(), out.mutable_data());
              return out;
            })
+      .def("memory",
+           [](const Core& self) {
+             py::dict d;
+             for (const auto& part : self.memory()) d[py::str(part.first)] = part.second;
+             return d;
+           })
       .def("slot_ids",
            [](const Core& self) {
              const std::vector<std::int64_t> ids = self.slot_ids();

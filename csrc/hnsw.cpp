@@ -74,7 +74,7 @@ void HnswGraph::grow(std::size_t n) {
   if (n <= old) return;
   levels_.resize(n);
   level0_.resize(n * level0_stride(), 0);
-  repair_backups_.resize(n * kRepairBackups, kNone);
+  repair_backups_.resize((n - std::min(n, backups_base_)) * kRepairBackups, kNone);
   repair_source_.resize(n, kNone);
   upper_offset_.resize(n);
   for (std::size_t s = old; s < n; ++s) {
@@ -90,6 +90,27 @@ void HnswGraph::grow(std::size_t n) {
     node_locks_.reset(new SpinLock[cap]);
     lock_capacity_ = cap;
   }
+}
+
+namespace {
+// Grows geometrically past what is asked (see VectorStorage::reserve): exact for one large add,
+// amortised O(1) for many small ones.
+template <class Column>
+void reserve_amortised(Column& column, std::size_t n) {
+  if (n > column.capacity()) column.reserve(std::max(n, column.capacity() + column.capacity() / 2));
+}
+}  // namespace
+
+void HnswGraph::reserve(std::size_t n) {
+  if (n <= nodes()) return;
+  std::size_t upper = upper_.size();
+  for (std::size_t s = nodes(); s < n; ++s)
+    upper += static_cast<std::size_t>(draw_level(static_cast<std::uint32_t>(s))) * upper_stride();
+  reserve_amortised(levels_, n);
+  reserve_amortised(level0_, n * level0_stride());
+  reserve_amortised(repair_source_, n);
+  reserve_amortised(upper_offset_, n);
+  reserve_amortised(upper_, upper);
 }
 
 std::uint32_t* HnswGraph::links_at(std::uint32_t slot, int level) {
@@ -242,13 +263,11 @@ std::uint32_t HnswGraph::connect(const VectorStorage& storage, std::uint32_t slo
                                  SearchScratch& scratch) {
   auto& selected = scratch.selection;
   selected.assign(scratch.results.begin(), scratch.results.end());
-  const bool backups =
-      kRepairBackups > 0 && level == 0 && slot < repair_backups_.size() / kRepairBackups;
+  std::uint32_t* backups = level == 0 ? backups_of(slot) : nullptr;
   // At level 0 the nearest candidates the heuristic passes over are kept as cheap in-link
   // sources for the connectivity repair.
-  select_neighbors(
-      storage, selected, static_cast<std::size_t>(params_.M), static_cast<std::size_t>(params_.M),
-      backups ? repair_backups_.data() + slot * kRepairBackups : nullptr, kRepairBackups);
+  select_neighbors(storage, selected, static_cast<std::size_t>(params_.M),
+                   static_cast<std::size_t>(params_.M), backups, kRepairBackups);
   const std::size_t cap = max_links(level);
   {
     std::lock_guard<SpinLock> g(node_locks_[slot]);
@@ -466,6 +485,16 @@ void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t
   }
   std::sort(out.begin(), out.end());
   if (out.size() > ef) out.resize(ef);
+}
+
+void HnswGraph::memory(std::vector<std::pair<std::string, std::size_t>>& out) const {
+  out.emplace_back("level0_links", level0_.capacity() * sizeof(std::uint32_t));
+  out.emplace_back("upper_links",
+                   (upper_.capacity() + upper_offset_.capacity()) * sizeof(std::uint32_t));
+  out.emplace_back("levels", levels_.capacity());
+  out.emplace_back(
+      "repair", (repair_backups_.capacity() + repair_source_.capacity()) * sizeof(std::uint32_t));
+  out.emplace_back("node_locks", lock_capacity_ * sizeof(SpinLock));
 }
 
 std::unique_ptr<HnswGraph> HnswGraph::restore(const HnswParams& params,

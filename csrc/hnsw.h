@@ -51,6 +51,9 @@ class HnswGraph {
 
   // Makes room for slots [nodes(), n) with their levels drawn; no concurrent calls.
   void grow(std::size_t n);
+  // Allocates for up to n slots at once (the upper levels exactly: levels are a function of
+  // the slot), so a large add grows no array by doubling; no concurrent calls.
+  void reserve(std::size_t n);
 
   // Links `slot` (already grown, vector in storage) into the graph. Safe to call from several
   // threads at once for different slots; not concurrently with search(). Construction reads
@@ -110,6 +113,9 @@ class HnswGraph {
   // point is wrong; returns counters otherwise (unreachable counts live nodes only). deleted:
   // per node, nonzero when deleted (null: every node live).
   GraphStats check_integrity(const std::uint8_t* deleted = nullptr) const;
+
+  // Bytes held per structure (capacities), for memory_usage().
+  void memory(std::vector<std::pair<std::string, std::size_t>>& out) const;
 
   // ---- raw access for the file format ----
   // Level-0 slots reserved for repair links (see repair_connectivity): lists hold up to 2M
@@ -212,6 +218,16 @@ class HnswGraph {
   // as its neighbours (kNone-padded): where the repair looks for an in-link before searching.
   // A build aid only: not saved (a loaded index searches when it repairs).
   std::vector<std::uint32_t> repair_backups_;
+  // The first slot repair_backups_ covers: every full repair drops the backups it has used
+  // (32 bytes a point, else kept for the index's life) and later ones cover new slots only.
+  std::size_t backups_base_ = 0;
+  // Node `slot`'s backups, or null when it has none.
+  std::uint32_t* backups_of(std::size_t slot) {
+    if (kRepairBackups == 0 || slot < backups_base_ ||
+        slot - backups_base_ >= repair_backups_.size() / kRepairBackups)
+      return nullptr;
+    return repair_backups_.data() + (slot - backups_base_) * kRepairBackups;
+  }
   // Per slot, the node holding the in-link the repair gave it (kNone: none). Re-selecting that
   // node's full list keeps the link, so later insertions do not orphan the slot again. Not saved.
   std::vector<std::uint32_t> repair_source_;

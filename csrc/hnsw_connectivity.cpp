@@ -106,6 +106,10 @@ std::size_t HnswGraph::repair_connectivity(const VectorStorage& storage, Scratch
     total += added;
     if (added == 0 || replaced == 0) break;
   }
+  // Every node is reachable now; the next repair looks at the nodes inserted after this one
+  // mostly, so only their backups are worth keeping.
+  std::vector<std::uint32_t>().swap(repair_backups_);
+  backups_base_ = nodes();
   return total;
 }
 
@@ -181,8 +185,7 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
       };
       const std::uint32_t* out = links_at(u, 0);
       for (std::uint32_t i = 1; i <= out[0]; ++i) consider(out[i]);
-      if (kRepairBackups > 0 && from == kNone && u < repair_backups_.size() / kRepairBackups) {
-        const std::uint32_t* backups = repair_backups_.data() + u * kRepairBackups;
+      if (const std::uint32_t* backups = backups_of(u); from == kNone && backups != nullptr) {
         for (std::size_t i = 0; i < kRepairBackups && backups[i] != kNone; ++i)
           consider(backups[i]);
       }

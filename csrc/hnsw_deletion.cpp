@@ -72,8 +72,8 @@ std::size_t HnswGraph::remove_nodes(const VectorStorage& storage,
       repair_source_[s] = kNone;
   for (std::uint32_t& b : repair_backups_)
     if (b != kNone && gone[b]) b = kNone;
-  for (std::size_t s = 0; s * kRepairBackups < repair_backups_.size(); ++s)
-    if (gone[s]) std::fill_n(repair_backups_.begin() + s * kRepairBackups, kRepairBackups, kNone);
+  for (const std::uint32_t d : gone_slots)
+    if (std::uint32_t* b = backups_of(d)) std::fill_n(b, kRepairBackups, kNone);
   if (entry_ != kNone && gone[entry_]) {
     // The new entry point: a remaining node on the highest level (the lowest slot among them).
     entry_ = kNone;

@@ -28,6 +28,14 @@ std::size_t IndexCore::slots() const {
   std::shared_lock<std::shared_mutex> g(rw_);
   return storage_.slots();
 }
+std::vector<std::pair<std::string, std::size_t>> IndexCore::memory() const {
+  std::shared_lock<std::shared_mutex> g(rw_);
+  std::vector<std::pair<std::string, std::size_t>> out;
+  storage_.memory(out);
+  structure_memory(out);
+  return out;
+}
+
 std::vector<std::int64_t> IndexCore::slot_ids() const {
   std::shared_lock<std::shared_mutex> g(rw_);
   return std::vector<std::int64_t>(storage_.ids(), storage_.ids() + storage_.slots());
@@ -69,6 +77,7 @@ void IndexCore::validate_new_ids(const std::int64_t* ids, std::size_t n) const {
 void IndexCore::reserve(std::size_t n_more) {
   std::unique_lock<std::shared_mutex> g(rw_);
   storage_.reserve(storage_.slots() + n_more);
+  reserve_structure(storage_.slots() + n_more);
 }
 
 std::vector<std::uint32_t> IndexCore::plan_slots(std::size_t n, bool reuse) {

@@ -95,6 +95,9 @@ class IndexCore {
   // Writes the slot of each of `n` ids to out, -1 for an id not in the index (one shared lock).
   void slots_of(const std::int64_t* ids, std::size_t n, std::int64_t* out) const;
 
+  // Bytes held per structure (allocated capacities), under a shared lock.
+  std::vector<std::pair<std::string, std::size_t>> memory() const;
+
   // Writes the vectors file (and the graph file for HNSW) under a shared lock.
   virtual void save(const std::string& vectors_path, const std::string& graph_path) const;
 
@@ -104,6 +107,10 @@ class IndexCore {
   // Takes the deleted slots pending release out of the search structure and releases them;
   // `due` says whether enough are pending to pay for it (the flat index releases at once).
   virtual void release_deleted(bool due) = 0;
+  // Lets the search structure allocate for n_slots slots (see reserve()).
+  virtual void reserve_structure(std::size_t /*n_slots*/) {}
+  // The search structure's share of memory() (none for the flat index).
+  virtual void structure_memory(std::vector<std::pair<std::string, std::size_t>>& /*out*/) const {}
   // Release once this share of the slots is deleted and pending: a consolidation walks every
   // list once, so it runs per 5 % of churn, and slots stay within ~5 % of the live points.
   static constexpr std::size_t kReleaseEvery = 20;
@@ -151,6 +158,10 @@ class HnswIndexCore final : public IndexCore {
   void insert_slots(const std::vector<std::uint32_t>& slots) override;
   void finish_batch(const std::vector<std::uint32_t>& slots) override;
   void release_deleted(bool due) override;
+  void reserve_structure(std::size_t n_slots) override { graph_->reserve(n_slots); }
+  void structure_memory(std::vector<std::pair<std::string, std::size_t>>& out) const override {
+    graph_->memory(out);
+  }
   void search_validated(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
                         float* D, std::int64_t* I) override;
   void fused_search_one(const FusedScorer& scorer, const FusedParams& params, const float* q,

@@ -29,7 +29,6 @@ void VectorStorage::reserve(std::size_t n_slots) {
   reserve_amortised(vectors_, n_slots * dim_);
   reserve_amortised(rank_factor_, n_slots);
   reserve_amortised(factor_, n_slots);
-  reserve_amortised(sq_norm_, n_slots);
   reserve_amortised(ids_, n_slots);
   reserve_amortised(deleted_, n_slots);
   reserve_amortised(released_flag_, n_slots);
@@ -45,7 +44,7 @@ void VectorStorage::check_new_ids(const std::int64_t* ids, std::size_t n) const 
     if (!seen.insert(ids[i]).second)
       throw InvalidArgument("ids row " + std::to_string(i) + ": id " + std::to_string(ids[i]) +
                             " appears more than once in this batch");
-    if (slot_of_id_.count(ids[i]))
+    if (find(ids[i]) >= 0)
       throw InvalidArgument("ids row " + std::to_string(i) + ": id " + std::to_string(ids[i]) +
                             " is already in the index (remove it first)");
   }
@@ -79,6 +78,9 @@ void VectorStorage::check_placement(const std::uint32_t* where, std::size_t n) c
 void VectorStorage::place(const float* x, std::size_t n, const std::int64_t* ids,
                           const std::uint32_t* where) {
   check_placement(where, n);
+  // Before the columns grow: the map is built from the slots in use now.
+  for (std::size_t i = 0; i < n && identity_ids_; ++i)
+    if (ids[i] != static_cast<std::int64_t>(where[i])) leave_identity_ids();
   std::size_t total = slots();
   for (std::size_t i = 0; i < n; ++i)
     total = std::max<std::size_t>(total, where[i] + std::size_t{1});
@@ -88,7 +90,6 @@ void VectorStorage::place(const float* x, std::size_t n, const std::int64_t* ids
   released_flag_.resize(total, 0);
   rank_factor_.resize(total);
   factor_.resize(total);
-  sq_norm_.resize(total);
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint32_t slot = where[i];
     std::copy(x + i * dim_, x + (i + 1) * dim_, vectors_.data() + slot * dim_);
@@ -96,7 +97,7 @@ void VectorStorage::place(const float* x, std::size_t n, const std::int64_t* ids
     deleted_[slot] = 0;
     released_flag_[slot] = 0;
     compute_factors(slot);
-    slot_of_id_.emplace(ids[i], slot);
+    if (!identity_ids_) slot_of_id_.emplace(ids[i], slot);
     if (ids[i] >= id_high_water_) id_high_water_ = ids[i] == INT64_MAX ? INT64_MAX : ids[i] + 1;
   }
   released_.erase(std::remove_if(released_.begin(), released_.end(),
@@ -127,23 +128,47 @@ void VectorStorage::release(const std::vector<std::uint32_t>& slots_to_release) 
 void VectorStorage::compute_factors(std::size_t slot) {
   const double sq = metric::sq_norm_exact(vector(slot), dim_);
   const double a = metric::conformal_factor(sq, curvature_);
-  sq_norm_[slot] = sq;
   factor_[slot] = a;
   rank_factor_[slot] = static_cast<float>(a);
 }
 
+void VectorStorage::leave_identity_ids() {
+  if (!identity_ids_) return;
+  identity_ids_ = false;
+  slot_of_id_.reserve(live_);
+  for (std::size_t s = 0; s < slots(); ++s)
+    if (!deleted_[s]) slot_of_id_.emplace(ids_[s], static_cast<std::uint32_t>(s));
+}
+
 std::int64_t VectorStorage::find(std::int64_t id) const {
+  if (identity_ids_)
+    return id >= 0 && static_cast<std::uint64_t>(id) < slots() && !deleted_[id] ? id : -1;
   const auto it = slot_of_id_.find(id);
   return it == slot_of_id_.end() ? -1 : static_cast<std::int64_t>(it->second);
 }
 
 bool VectorStorage::remove(std::int64_t id) {
-  const auto it = slot_of_id_.find(id);
-  if (it == slot_of_id_.end()) return false;
-  deleted_[it->second] = 1;
-  slot_of_id_.erase(it);
+  const std::int64_t slot = find(id);
+  if (slot < 0) return false;
+  deleted_[slot] = 1;
+  if (!identity_ids_) slot_of_id_.erase(id);
   --live_;
   return true;
+}
+
+void VectorStorage::memory(std::vector<std::pair<std::string, std::size_t>>& out) const {
+  out.emplace_back("vectors", vectors_.capacity() * sizeof(float));
+  out.emplace_back("rank_factors", rank_factor_.capacity() * sizeof(float));
+  out.emplace_back("factors", factor_.capacity() * sizeof(double));
+  out.emplace_back("ids", ids_.capacity() * sizeof(std::int64_t));
+  out.emplace_back("flags", deleted_.capacity() + released_flag_.capacity() +
+                                released_.capacity() * sizeof(std::uint32_t));
+  // libstdc++: a bucket is a pointer; a node holds the next pointer and the pair, rounded up
+  // by malloc to 32 bytes.
+  // (An empty map points at one static bucket: nothing allocated.)
+  out.emplace_back("id_map", slot_of_id_.empty() ? 0
+                                                 : slot_of_id_.bucket_count() * sizeof(void*) +
+                                                       slot_of_id_.size() * 32);
 }
 
 VectorStorage VectorStorage::restore(std::size_t dim, double curvature, std::vector<float> vectors,
@@ -158,6 +183,8 @@ VectorStorage VectorStorage::restore(std::size_t dim, double curvature, std::vec
   s.vectors_.assign(vectors.begin(), vectors.end());
   s.ids_ = std::move(ids);
   s.deleted_ = std::move(deleted);
+  for (std::size_t i = 0; i < n && s.identity_ids_; ++i)
+    s.identity_ids_ = s.ids_[i] == static_cast<std::int64_t>(i);
   for (std::size_t i = 0; i < n; ++i) {
     if (s.deleted_[i] > 1) throw FormatError("deletion flag is neither 0 nor 1");
     if (s.ids_[i] > id_high_water || (s.ids_[i] == id_high_water && id_high_water != INT64_MAX))
@@ -165,7 +192,7 @@ VectorStorage VectorStorage::restore(std::size_t dim, double curvature, std::vec
                         " exceeds the id high-water mark");
     if (s.deleted_[i]) continue;
     if (s.ids_[i] == -1) throw FormatError("a stored point has the id -1 (the padding id)");
-    if (!s.slot_of_id_.emplace(s.ids_[i], static_cast<std::uint32_t>(i)).second)
+    if (!s.identity_ids_ && !s.slot_of_id_.emplace(s.ids_[i], static_cast<std::uint32_t>(i)).second)
       throw FormatError("stored id " + std::to_string(s.ids_[i]) + " is live twice");
     ++s.live_;
   }
@@ -173,7 +200,6 @@ VectorStorage VectorStorage::restore(std::size_t dim, double curvature, std::vec
   s.released_flag_.assign(n, 0);  // deleted slots are released again by the next consolidation
   s.rank_factor_.resize(n);
   s.factor_.resize(n);
-  s.sq_norm_.resize(n);
   for (std::size_t i = 0; i < n; ++i) s.compute_factors(i);
   return s;
 }

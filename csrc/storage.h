@@ -3,7 +3,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "huge_pages.h"
@@ -53,7 +55,9 @@ class VectorStorage {
   // a(x) in float64: the reporting factor.
   double factor(std::size_t slot) const { return factor_[slot]; }
   const double* factors() const { return factor_.data(); }
-  double sq_norm(std::size_t slot) const { return sq_norm_[slot]; }
+  // |x|^2 from the float64 factor (1 - 1/a) / c: exact to ~1e-16 relative, which is what the
+  // float32 coordinates give too, so no column of its own.
+  double sq_norm(std::size_t slot) const { return (1.0 - 1.0 / factor_[slot]) / curvature_; }
   std::int64_t id(std::size_t slot) const { return ids_[slot]; }
   const std::int64_t* ids() const { return ids_.data(); }
   bool is_deleted(std::size_t slot) const { return deleted_[slot] != 0; }
@@ -61,6 +65,11 @@ class VectorStorage {
 
   // The live slot holding `id`, or -1.
   std::int64_t find(std::int64_t id) const;
+  // Whether every slot holds the id equal to its number (then no id map is kept: see
+  // identity_ids_).
+  bool identity_ids() const { return identity_ids_; }
+  // Bytes held per structure (capacities, not sizes), for memory_usage().
+  void memory(std::vector<std::pair<std::string, std::size_t>>& out) const;
   // Marks the point deleted; returns false if `id` was not live.
   bool remove(std::int64_t id);
 
@@ -78,12 +87,16 @@ class VectorStorage {
   BigVector<float> vectors_;
   std::vector<float> rank_factor_;
   std::vector<double> factor_;
-  std::vector<double> sq_norm_;
   std::vector<std::int64_t> ids_;
   std::vector<std::uint8_t> deleted_;
   std::vector<std::uint8_t> released_flag_;  // per slot: deleted and released (reusable)
   std::vector<std::uint32_t> released_;      // the released slots, ascending
-  std::unordered_map<std::int64_t, std::uint32_t> slot_of_id_;  // live ids only
+  // Live ids only, and only once some slot holds an id other than its own number: add()
+  // without ids numbers points by slot, and a map entry costs ~40 bytes a point (node,
+  // bucket, allocator), more than the graph's upper levels and the factors together.
+  std::unordered_map<std::int64_t, std::uint32_t> slot_of_id_;
+  bool identity_ids_ = true;
+  void leave_identity_ids();
   std::size_t live_ = 0;
   std::int64_t id_high_water_ = 0;
 };

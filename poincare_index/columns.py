@@ -192,7 +192,7 @@ class ColumnStore:
         cap = self._t.shape[0]
         if need <= cap:
             return
-        new_cap = max(need, 2 * cap, 1024)
+        new_cap = max(need, cap + cap // 2, 1024)  # as the core's arrays: exact after reserve()
 
         def grown(a: NDArray[Any]) -> NDArray[Any]:
             out = np.zeros(new_cap, dtype=a.dtype)
@@ -203,6 +203,10 @@ class ColumnStore:
             self._ids, self._t = grown(self._ids), grown(self._t)
             self._valid_from, self._valid_until = grown(self._valid_from), grown(self._valid_until)
             self._access = grown(self._access)
+
+    def reserve(self, n_more: int) -> None:
+        """Allocates for ``n_more`` more rows at once, so a large add grows no column twice."""
+        self._grow(self._n + n_more)
 
     def append(
         self,
@@ -461,6 +465,16 @@ class ColumnStore:
     @property
     def metadata(self) -> pa.Table | None:
         return self._meta
+
+    def memory(self) -> dict[str, int]:
+        """Bytes allocated per column (capacity, not rows in use), and the metadata table's."""
+        out = {
+            f"column_{name}": int(getattr(self, f"_{name}").nbytes)
+            for name in ("ids", "t", "valid_from", "valid_until", "access")
+        }
+        meta = self._meta
+        out["metadata"] = int(meta.nbytes) if meta is not None else 0
+        return out
 
     # ---- persistence --------------------------------------------------------------------
     def write(self, path: Path) -> tuple[int, int]:

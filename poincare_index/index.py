@@ -78,6 +78,15 @@ class _IndexBase(FaissSurface):
         """Curvature c > 0 of the ball c|x|^2 < 1."""
         return float(self._core.curvature)
 
+    def memory_usage(self) -> dict[str, int]:
+        """Bytes this index holds, by structure: the core's arrays (vectors, factors, ids, flags,
+        the id map, and for HNSW the link lists, levels and repair bookkeeping) and the per-point
+        columns, each at its allocated capacity, so the values add up to what the index costs
+        (the layout per point is in the README, "Memory per vector")."""
+        out = {str(k): int(v) for k, v in self._core.memory().items()}
+        out.update(self._columns.memory())
+        return out
+
     @property
     def ntotal(self) -> int:
         """Number of vectors in the index (removed ones not counted)."""
@@ -179,6 +188,7 @@ class _IndexBase(FaissSurface):
         self._core.validate_points(arr, "x")
         self._core.validate_new_ids(ids)
         self._core.reserve(n)
+        self._columns.reserve(n)
         # A KeyboardInterrupt between chunks leaves the index consistent, holding the rows of
         # the chunks that completed (a prefix of the batch; ntotal says how many). Each chunk's
         # column rows go in first (a concurrent search only reads rows it has a view of) and

@@ -1,0 +1,115 @@
+"""Memory per vector: ours against FAISS IndexHNSWFlat on the lifted vectors and hnswlib L2, on the
+same generated hierarchy, each contender built in a process of its own (so one's freed heap does
+not flatter the next one's RSS).
+
+Per contender and size: build time, RSS added by the build (after ``malloc_trim``) per vector,
+and the analytic bytes per vector (ours: ``memory_usage()``, the allocated capacity of every
+array; the others: their layout, see adapters.py). M=16, efConstruction=200 for all.
+
+    python benchmarks/bench_footprint.py [--dims 16 64] [--sizes 100000 1000000] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import machine, write_results  # noqa: E402
+
+CONTENDERS = ("ours-hnsw", "faiss-hnsw-lifted", "hnswlib-l2")
+
+
+@dataclass
+class Point:
+    contender: str
+    dim: int
+    n: int
+    build_seconds: float
+    rss_bytes_per_vector: float
+    analytic_bytes_per_vector: float
+    analytic_parts: dict[str, float]
+
+
+@dataclass
+class Results:
+    machine: str
+    threads: int
+    points: list[Point] = field(default_factory=list)
+    ratios: list[dict[str, Any]] = field(default_factory=list)
+
+
+def measure(contender: str, dim: int, n: int, threads: int) -> dict[str, Any]:
+    """Runs in the child process: generate, build, measure."""
+    import adapters as ad
+    from bench_knn import rss_bytes
+
+    from poincare_index.datasets import hierarchy
+
+    x = hierarchy(n, dim, seed=0).points
+    adapter = ad.CONTENDERS[contender]()
+    rss0 = rss_bytes()
+    t0 = time.perf_counter()
+    adapter.build(x, threads)
+    seconds = time.perf_counter() - t0
+    rss = rss_bytes() - rss0
+    parts = adapter.analytic_bytes()
+    per_vector = {k: v for k, v in parts.items() if not k.endswith(("_per_thread", "_fixed"))}
+    return {
+        "build_seconds": seconds,
+        "rss_bytes_per_vector": rss / n,
+        "analytic_bytes_per_vector": float(sum(per_vector.values())),
+        "analytic_parts": per_vector,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dims", type=int, nargs="+", default=[16, 64])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--contenders", default=",".join(CONTENDERS))
+    ap.add_argument("--out", default="benchmarks/results/footprint.json")
+    ap.add_argument("--child", nargs=3, metavar=("CONTENDER", "DIM", "N"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        c, d, n = args.child
+        print(json.dumps(measure(c, int(d), int(n), args.threads)))
+        return 0
+    res = Results(machine(), args.threads)
+    for n in args.sizes:
+        for dim in args.dims:
+            row: dict[str, Point] = {}
+            for contender in args.contenders.split(","):
+                child = ["--child", contender, str(dim), str(n)]
+                cmd = [sys.executable, __file__, "--threads", str(args.threads), *child]
+                out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+                point = Point(contender, dim, n, **json.loads(out.strip().splitlines()[-1]))
+                row[contender] = point
+                res.points.append(point)
+                print(f"n={n} d={dim} {contender}: build {point.build_seconds:.1f} s, RSS "
+                      f"{point.rss_bytes_per_vector:.0f} B/vector, analytic "
+                      f"{point.analytic_bytes_per_vector:.0f} B", flush=True)  # fmt: skip
+            ours = row.get("ours-hnsw")
+            for other in (c for c in row if c != "ours-hnsw"):
+                if ours is None:
+                    break
+                res.ratios.append({
+                    "n": n, "dim": dim, "vs": other,
+                    "rss_ratio": ours.rss_bytes_per_vector / row[other].rss_bytes_per_vector,
+                    "analytic_ratio": ours.analytic_bytes_per_vector / row[other].analytic_bytes_per_vector,
+                    "build_ratio": ours.build_seconds / row[other].build_seconds,
+                })  # fmt: skip
+                print(f"  ours / {other}: {res.ratios[-1]}", flush=True)
+    write_results(args.out, res)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
