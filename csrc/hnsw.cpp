@@ -8,6 +8,7 @@
 #include "errors.h"
 #include "hnsw_links.h"
 #include "metric.h"
+#include "reserve.h"
 
 namespace poincare {
 
@@ -91,15 +92,6 @@ void HnswGraph::grow(std::size_t n) {
     lock_capacity_ = cap;
   }
 }
-
-namespace {
-// Grows geometrically past what is asked (see VectorStorage::reserve): exact for one large add,
-// amortised O(1) for many small ones.
-template <class Column>
-void reserve_amortised(Column& column, std::size_t n) {
-  if (n > column.capacity()) column.reserve(std::max(n, column.capacity() + column.capacity() / 2));
-}
-}  // namespace
 
 void HnswGraph::reserve(std::size_t n) {
   if (n <= nodes()) return;

@@ -7,6 +7,7 @@
 
 #include "errors.h"
 #include "metric.h"
+#include "reserve.h"
 
 namespace poincare {
 
@@ -15,15 +16,6 @@ VectorStorage::VectorStorage(std::size_t dim, double curvature) : dim_(dim), cur
   if (!(curvature > 0.0) || !std::isfinite(curvature))
     throw InvalidArgument("curvature must be a finite number > 0");
 }
-
-namespace {
-// Grows geometrically: reserving exactly what one more add needs would copy every column on
-// each single-row add (a chat loop's), O(n) per add; 1.5x keeps appends amortised O(1).
-template <class Column>
-void reserve_amortised(Column& column, std::size_t n) {
-  if (n > column.capacity()) column.reserve(std::max(n, column.capacity() + column.capacity() / 2));
-}
-}  // namespace
 
 void VectorStorage::reserve(std::size_t n_slots) {
   reserve_amortised(vectors_, n_slots * dim_);
