@@ -84,12 +84,12 @@ class HnswGraph {
                                   ThreadPool& pool);
 
   // Gives every live node u that no node at its depth or shallower (a(s) <= a(u)) links to on
-  // level 0, the entry point aside, an in-link from the nearest such node with a free reserved
-  // slot: a way down to it. Hash shards of a tree lose about half of every node's ancestors,
-  // and a subtree whose top lost its parent was otherwise entered only from its own deep
-  // nodes, which a beam from above never reaches. Returns the links added. Part of
-  // repair_connectivity; not concurrent with insert() or search().
-  std::size_t link_from_above(const VectorStorage& storage, ScratchPool& scratch, ThreadPool& pool);
+  // level 0, the entry point aside, an in-link from the nearest such node among its neighbours
+  // and theirs with a free reserved slot: a way down to it. Hash shards of a tree lose about half
+  // of every node's ancestors, and a subtree whose top lost its parent was otherwise entered only
+  // from its own deep nodes, which a beam from above never reaches. Returns the links added. Part
+  // of repair_connectivity; not concurrent with insert() or search().
+  std::size_t link_from_above(const VectorStorage& storage, ThreadPool& pool);
   // The live nodes, the entry point aside, without such a way down, ascending.
   std::vector<std::uint32_t> without_way_down(const VectorStorage& storage) const;
 

@@ -41,8 +41,7 @@ std::vector<std::uint32_t> HnswGraph::without_way_down(const VectorStorage& stor
   return out;
 }
 
-std::size_t HnswGraph::link_from_above(const VectorStorage& storage, ScratchPool& scratch_pool,
-                                       ThreadPool& pool) {
+std::size_t HnswGraph::link_from_above(const VectorStorage& storage, ThreadPool& pool) {
   if (nodes() < 2 || entry_ == kNone) return 0;
   const std::size_t cap = max_links(0) + kRepairSlots;
   auto from_above = [&](std::uint32_t s, std::uint32_t u) {
@@ -51,7 +50,9 @@ std::size_t HnswGraph::link_from_above(const VectorStorage& storage, ScratchPool
   const std::vector<std::uint32_t> pending = without_way_down(storage);
   if (pending.empty()) return 0;
   // Candidate sources per pending node, nearest first: its own out-neighbours above it, else
-  // those a beam search for it finds (in parallel: each search only reads the graph).
+  // their out-neighbours above it. No beam search: a node whose neighbourhood holds no source
+  // with room stays pending, and each full repair would search for it again (on uniform data
+  // in a small ball that was most of the repair's time under the sanitizer).
   std::vector<std::vector<Candidate>> sources(pending.size());
   const auto l2sq = metric::kernels().l2sq;
   const std::size_t dim = storage.dim();
@@ -59,19 +60,19 @@ std::size_t HnswGraph::link_from_above(const VectorStorage& storage, ScratchPool
     const std::uint32_t u = pending[j];
     const float* xu = storage.vector(u);
     auto& out = sources[j];
+    auto consider = [&](std::uint32_t s) {
+      if (s != u && from_above(s, u))
+        out.push_back({l2sq(xu, storage.vector(s), dim) * storage.rank_factor(s), s});
+    };
     const std::uint32_t* l = links_at(u, 0);
-    for (std::uint32_t i = 1; i <= l[0]; ++i)
-      if (from_above(l[i], u))
-        out.push_back({l2sq(xu, storage.vector(l[i]), dim) * storage.rank_factor(l[i]), l[i]});
-    if (out.empty()) {
-      ScratchGuard sg(scratch_pool);
-      search(storage, xu, static_cast<std::size_t>(params_.ef_construction), *sg, out);
-      out.erase(std::remove_if(
-                    out.begin(), out.end(),
-                    [&](const Candidate& c) { return c.second == u || !from_above(c.second, u); }),
-                out.end());
-    }
+    for (std::uint32_t i = 1; i <= l[0]; ++i) consider(l[i]);
+    if (out.empty())
+      for (std::uint32_t i = 1; i <= l[0]; ++i) {
+        const std::uint32_t* second = links_at(l[i], 0);
+        for (std::uint32_t k = 1; k <= second[0]; ++k) consider(second[k]);
+      }
     std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
   });
   // Appends only, into the reserved slots: no link construction chose is evicted, so nothing
   // loses reachability here.
@@ -95,7 +96,7 @@ std::size_t HnswGraph::repair_connectivity(const VectorStorage& storage, Scratch
                                            ThreadPool& pool) {
   // Ways down first: they only append links, so the reachability rounds below still see
   // every link they could replace.
-  std::size_t total = link_from_above(storage, scratch, pool);
+  std::size_t total = link_from_above(storage, pool);
   // A replaced link can orphan a node that only unreachable nodes pointed at, so repeat until
   // a round replaces nothing: a round that only appended links left every node reachable (each
   // pending node got an in-link from a reached one), and checking that again costs a full
