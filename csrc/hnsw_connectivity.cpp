@@ -44,15 +44,11 @@ std::vector<std::uint32_t> HnswGraph::without_way_down(const VectorStorage& stor
 std::size_t HnswGraph::link_from_above(const VectorStorage& storage, ThreadPool& pool) {
   if (nodes() < 2 || entry_ == kNone) return 0;
   const std::size_t cap = max_links(0) + kRepairSlots;
-  auto from_above = [&](std::uint32_t s, std::uint32_t u) {
-    return HnswGraph::from_above(storage, s, u);
-  };
   const std::vector<std::uint32_t> pending = without_way_down(storage);
   if (pending.empty()) return 0;
   // Candidate sources per pending node, nearest first: its own out-neighbours above it, else
   // their out-neighbours above it. No beam search: a node whose neighbourhood holds no source
-  // with room stays pending, and each full repair would search for it again (on uniform data
-  // in a small ball that was most of the repair's time under the sanitizer).
+  // with room stays pending, and each full repair would search for it again.
   std::vector<std::vector<Candidate>> sources(pending.size());
   const auto l2sq = metric::kernels().l2sq;
   const std::size_t dim = storage.dim();
@@ -61,7 +57,7 @@ std::size_t HnswGraph::link_from_above(const VectorStorage& storage, ThreadPool&
     const float* xu = storage.vector(u);
     auto& out = sources[j];
     auto consider = [&](std::uint32_t s) {
-      if (s != u && from_above(s, u))
+      if (s != u && from_above(storage, s, u))
         out.push_back({l2sq(xu, storage.vector(s), dim) * storage.rank_factor(s), s});
     };
     const std::uint32_t* l = links_at(u, 0);
