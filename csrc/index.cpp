@@ -21,15 +21,15 @@ IndexCore::IndexCore(std::size_t dim, double curvature, int num_threads)
 }
 
 std::size_t IndexCore::ntotal() const {
-  std::shared_lock<std::shared_mutex> g(rw_);
+  std::shared_lock<WriterFirstMutex> g(rw_);
   return storage_.live();
 }
 std::size_t IndexCore::slots() const {
-  std::shared_lock<std::shared_mutex> g(rw_);
+  std::shared_lock<WriterFirstMutex> g(rw_);
   return storage_.slots();
 }
 std::vector<std::pair<std::string, std::size_t>> IndexCore::memory() const {
-  std::shared_lock<std::shared_mutex> g(rw_);
+  std::shared_lock<WriterFirstMutex> g(rw_);
   std::vector<std::pair<std::string, std::size_t>> out;
   storage_.memory(out);
   structure_memory(out);
@@ -37,17 +37,17 @@ std::vector<std::pair<std::string, std::size_t>> IndexCore::memory() const {
 }
 
 std::vector<std::int64_t> IndexCore::slot_ids() const {
-  std::shared_lock<std::shared_mutex> g(rw_);
+  std::shared_lock<WriterFirstMutex> g(rw_);
   return std::vector<std::int64_t>(storage_.ids(), storage_.ids() + storage_.slots());
 }
 std::vector<std::uint8_t> IndexCore::live_slots() const {
-  std::shared_lock<std::shared_mutex> g(rw_);
+  std::shared_lock<WriterFirstMutex> g(rw_);
   std::vector<std::uint8_t> live(storage_.slots());
   for (std::size_t s = 0; s < live.size(); ++s) live[s] = storage_.is_deleted(s) ? 0 : 1;
   return live;
 }
 std::int64_t IndexCore::next_auto_id() const {
-  std::shared_lock<std::shared_mutex> g(rw_);
+  std::shared_lock<WriterFirstMutex> g(rw_);
   return std::max<std::int64_t>(static_cast<std::int64_t>(storage_.live()),
                                 storage_.id_high_water());
 }
@@ -70,18 +70,18 @@ void IndexCore::validate_points(const float* x, std::size_t n, const char* what)
 }
 
 void IndexCore::validate_new_ids(const std::int64_t* ids, std::size_t n) const {
-  std::shared_lock<std::shared_mutex> g(rw_);
+  std::shared_lock<WriterFirstMutex> g(rw_);
   storage_.check_new_ids(ids, n);
 }
 
 void IndexCore::reserve(std::size_t n_more) {
-  std::unique_lock<std::shared_mutex> g(rw_);
+  std::unique_lock<WriterFirstMutex> g(rw_);
   storage_.reserve(storage_.slots() + n_more);
   reserve_structure(storage_.slots() + n_more);
 }
 
 std::vector<std::uint32_t> IndexCore::plan_slots(std::size_t n, bool reuse) {
-  std::unique_lock<std::shared_mutex> g(rw_);
+  std::unique_lock<WriterFirstMutex> g(rw_);
   const std::size_t pending = storage_.pending_release();
   if (pending > 0) release_deleted(pending * kReleaseEvery >= storage_.slots());
   return storage_.plan(n, reuse);
@@ -90,7 +90,7 @@ std::vector<std::uint32_t> IndexCore::plan_slots(std::size_t n, bool reuse) {
 void IndexCore::add(const float* x, std::size_t n, const std::int64_t* ids,
                     const std::uint32_t* slots) {
   validate_points(x, n, "x");
-  std::unique_lock<std::shared_mutex> g(rw_);
+  std::unique_lock<WriterFirstMutex> g(rw_);
   storage_.check_new_ids(ids, n);
   storage_.place(x, n, ids, slots);  // checks the slots first
   const std::vector<std::uint32_t> placed(slots, slots + n);
@@ -103,7 +103,7 @@ void IndexCore::search(const float* queries, std::size_t nq, std::size_t k, std:
   if (k == 0) throw InvalidArgument("k must be >= 1");
   if (ef == 0) throw InvalidArgument("ef must be >= 1");
   validate_points(queries, nq, "query");
-  std::shared_lock<std::shared_mutex> g(rw_);
+  std::shared_lock<WriterFirstMutex> g(rw_);
   search_validated(queries, nq, k, ef, D, I);
 }
 
@@ -111,7 +111,7 @@ RangeHits IndexCore::exact_range_search(const float* queries, std::size_t nq, do
   if (!std::isfinite(radius) || !(radius > 0))
     throw InvalidArgument("radius must be finite and > 0, got " + std::to_string(radius));
   validate_points(queries, nq, "query");
-  std::shared_lock<std::shared_mutex> g(rw_);
+  std::shared_lock<WriterFirstMutex> g(rw_);
   std::lock_guard<std::mutex> p(pool_mutex_);
   return flat_range_search(storage_, queries, nq, radius, *pool_);
 }
@@ -121,7 +121,7 @@ void IndexCore::search_scored(const float* queries, std::size_t nq, std::size_t 
   if (k == 0) throw InvalidArgument("k must be >= 1");
   if (ef == 0) throw InvalidArgument("ef must be >= 1");
   validate_points(queries, nq, "query");
-  std::shared_lock<std::shared_mutex> g(rw_);
+  std::shared_lock<WriterFirstMutex> g(rw_);
   FusedParams params = query.params;
   const std::size_t n = storage_.slots();
   params.eligible_slots = std::min(params.eligible_slots, n);
@@ -186,14 +186,14 @@ void IndexCore::search_scored(const float* queries, std::size_t nq, std::size_t 
 }
 
 std::size_t IndexCore::remove(const std::int64_t* ids, std::size_t n) {
-  std::unique_lock<std::shared_mutex> g(rw_);
+  std::unique_lock<WriterFirstMutex> g(rw_);
   std::size_t removed = 0;
   for (std::size_t i = 0; i < n; ++i) removed += storage_.remove(ids[i]) ? 1 : 0;
   return removed;
 }
 
 void IndexCore::reconstruct(std::int64_t id, float* out) const {
-  std::shared_lock<std::shared_mutex> g(rw_);
+  std::shared_lock<WriterFirstMutex> g(rw_);
   const std::int64_t slot = storage_.find(id);
   if (slot < 0) throw KeyNotFound("id " + std::to_string(id) + " is not in the index");
   const float* v = storage_.vector(static_cast<std::size_t>(slot));
@@ -201,7 +201,7 @@ void IndexCore::reconstruct(std::int64_t id, float* out) const {
 }
 
 void IndexCore::reconstruct_batch(const std::int64_t* ids, std::size_t n, float* out) const {
-  std::shared_lock<std::shared_mutex> g(rw_);  // one lock: the rows of one moment
+  std::shared_lock<WriterFirstMutex> g(rw_);  // one lock: the rows of one moment
   thread_local std::vector<std::int64_t> slots;
   slots.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
@@ -216,17 +216,17 @@ void IndexCore::reconstruct_batch(const std::int64_t* ids, std::size_t n, float*
 }
 
 bool IndexCore::contains(std::int64_t id) const {
-  std::shared_lock<std::shared_mutex> g(rw_);
+  std::shared_lock<WriterFirstMutex> g(rw_);
   return storage_.find(id) >= 0;
 }
 
 void IndexCore::slots_of(const std::int64_t* ids, std::size_t n, std::int64_t* out) const {
-  std::shared_lock<std::shared_mutex> g(rw_);
+  std::shared_lock<WriterFirstMutex> g(rw_);
   for (std::size_t i = 0; i < n; ++i) out[i] = storage_.find(ids[i]);
 }
 
 void IndexCore::save(const std::string& vectors_path, const std::string&) const {
-  std::shared_lock<std::shared_mutex> g(rw_);
+  std::shared_lock<WriterFirstMutex> g(rw_);
   format::write_vectors(vectors_path, storage_);
 }
 
@@ -273,7 +273,7 @@ std::unique_ptr<HnswIndexCore> HnswIndexCore::load(const std::string& vectors_pa
 }
 
 GraphStats HnswIndexCore::check_integrity() const {
-  std::shared_lock<std::shared_mutex> g(rw_);
+  std::shared_lock<WriterFirstMutex> g(rw_);
   if (graph_->nodes() != storage_.slots())
     throw FormatError("graph and storage disagree on the number of points");
   GraphStats st = graph_->check_integrity(storage_.deleted_flags());
@@ -282,7 +282,7 @@ GraphStats HnswIndexCore::check_integrity() const {
 }
 
 std::vector<std::int64_t> HnswIndexCore::neighbors(std::int64_t id, int level) const {
-  std::shared_lock<std::shared_mutex> g(rw_);
+  std::shared_lock<WriterFirstMutex> g(rw_);
   const std::int64_t slot = storage_.find(id);
   if (slot < 0) throw KeyNotFound("id " + std::to_string(id) + " is not in the index");
   std::vector<std::int64_t> out;
@@ -293,7 +293,7 @@ std::vector<std::int64_t> HnswIndexCore::neighbors(std::int64_t id, int level) c
 }
 
 void HnswIndexCore::save(const std::string& vectors_path, const std::string& graph_path) const {
-  std::shared_lock<std::shared_mutex> g(rw_);
+  std::shared_lock<WriterFirstMutex> g(rw_);
   format::write_vectors(vectors_path, storage_);
   format::write_graph(graph_path, *graph_);
 }

@@ -13,6 +13,7 @@
 #include "flat.h"
 #include "fused.h"
 #include "hnsw.h"
+#include "rw_lock.h"
 #include "scratch.h"
 #include "storage.h"
 #include "thread_pool.h"
@@ -124,8 +125,8 @@ class IndexCore {
   void run_parallel(std::size_t n_tasks, const Fn& fn);
 
   VectorStorage storage_;
-  mutable std::shared_mutex rw_;  // adds/removes exclusive, searches shared
-  std::mutex pool_mutex_;         // one parallel_for at a time on the pool
+  mutable WriterFirstMutex rw_;  // adds/removes exclusive, searches shared; adds go first
+  std::mutex pool_mutex_;        // one parallel_for at a time on the pool
   std::unique_ptr<ThreadPool> pool_;
 };
 

@@ -319,3 +319,45 @@ def test_hybrid_searches_from_threads_while_a_writer_adds_and_deletes():
             t.join(30)
     assert not any(t.is_alive() for t in threads), "a hybrid search did not finish"
     assert not errors, errors
+
+
+@pytest.mark.parametrize("cls", [pi.PoincareIndex, pi.PoincareFlatIndex])
+def test_overlapping_searches_do_not_starve_an_add(cls):
+    """Two threads search back to back, so at almost every moment one of them holds the core's
+    read lock. An add must still get its turn: a waiting writer goes before readers that arrive
+    after it. (With a lock that lets new readers in while a writer waits, the adds below waited
+    for minutes under the sanitizer build.) The time limit only turns a stall into a failure;
+    the adds take well under a second."""
+    rng = np.random.default_rng(13)
+    index = cls(4, num_threads=1)
+    now = np.datetime64("2026-06-01T00:00", "us")
+    index.add((rng.normal(size=(50, 4)) * 0.2).astype(np.float32), t=now)
+    q = (rng.normal(size=(64, 4)) * 0.2).astype(np.float32)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def searcher() -> None:
+        try:
+            while not stop.is_set():
+                index.search_scored(q, 5, at_time=now, touch=True)
+        except BaseException as exc:  # noqa: BLE001 - reported to the main thread
+            errors.append(exc)
+
+    def adder() -> None:
+        for _ in range(20):
+            index.add((rng.normal(size=(60, 4)) * 0.2).astype(np.float32), t=now)
+
+    searchers = [threading.Thread(target=searcher) for _ in range(2)]
+    for th in searchers:
+        th.start()
+    writing = threading.Thread(target=adder)
+    writing.start()
+    writing.join(timeout=120)
+    stalled = writing.is_alive()
+    stop.set()
+    for th in searchers:
+        th.join()
+    writing.join()
+    assert not errors, errors
+    assert not stalled, "20 adds did not finish in 120 s while two threads searched"
+    assert index.ntotal == 50 + 20 * 60
