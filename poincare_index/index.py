@@ -12,6 +12,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _core, _time
 from ._progress import progress_bar
+from ._sources import iter_chunks, source_rows
 from ._validation import as_id, as_ids, as_matrix, as_positive_int, check_result_size
 from .columns import ColumnStore, check_window, metadata_table
 from .decay import DEFAULT_FUTURE_TOLERANCE, DEFAULT_FUTURE_WEIGHT, DecayPolicy
@@ -165,6 +166,62 @@ class _IndexBase(FaissSurface):
             raise ValueError(f"x has {arr.shape[0]} rows but ids has {id_arr.shape[0]} entries")
         with self._write_lock:
             self._add(arr, id_arr, t, valid_from, valid_until, metadata, progress)
+
+    def add_from(
+        self,
+        source: Any,
+        *,
+        chunk_rows: int = 65_536,
+        vector_column: str = "vector",
+        id_column: str | None = None,
+        time_column: str | None = None,
+        t: Any = None,
+        progress: bool = False,
+    ) -> int:
+        """Add the rows of a source too large to load: a 2-D array (a ``numpy.memmap`` too), or
+        the path of a ``.npy`` file (memory-mapped) or a Parquet file (a list-of-float
+        ``vector_column``, optional int64 ``id_column`` and timestamp ``time_column``). Reads
+        ``chunk_rows`` rows at a time, so memory grows by the index's own growth plus one chunk;
+        the pages of a read-only memmap are let go once copied. Returns the number of rows added.
+
+        Each chunk is one :meth:`add` (or :meth:`add_with_ids` with an id column) and is
+        validated as a whole; a chunk that fails raises, naming its rows, and the chunks before
+        it stay added (as after a KeyboardInterrupt: a prefix of the source, ``ntotal`` grows by
+        the returned count's worth). ``t`` (one time for every row) applies when there is no
+        ``time_column``.
+        """
+        rows = as_positive_int(chunk_rows, "chunk_rows")
+        if t is not None and time_column is not None:
+            raise ValueError("give either t or time_column, not both")
+        added = 0
+        total = source_rows(source)
+        if total:  # allocate once for the whole source: growing per chunk leaves up to 1.5x slack
+            with self._write_lock:
+                self._core.reserve(total)
+                self._columns.reserve(total)
+        chunks = iter_chunks(
+            source,
+            self.dim,
+            rows,
+            vector_column=vector_column,
+            id_column=id_column,
+            time_column=time_column,
+        )
+        with progress_bar(progress, total, "add_from") as bar:
+            for chunk in chunks:
+                when = chunk.t if chunk.t is not None else t
+                try:
+                    if chunk.ids is None:
+                        self.add(chunk.x, t=when)
+                    else:
+                        self.add_with_ids(chunk.x, chunk.ids, t=when)
+                except (ValueError, TypeError, KeyError) as exc:
+                    end = chunk.start + len(chunk.x) - 1
+                    msg = f"add_from: rows {chunk.start}..{end} of the source ({added} added before): {exc}"
+                    raise type(exc)(msg) from exc
+                added += len(chunk.x)
+                bar.update(len(chunk.x))
+        return added
 
     def _add(
         self,

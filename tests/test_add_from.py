@@ -1,0 +1,116 @@
+"""add_from: chunked adds from a memmap, a .npy file and a Parquet file give the same index as
+one add of the whole array; bad sources and bad rows are refused with the rows named."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import poincare_index as pi
+
+NOW = np.datetime64("2026-06-01T00:00", "us")
+
+
+@pytest.fixture
+def points(tree_data):
+    base, queries = tree_data
+    return base[:1000], queries[:20]
+
+
+def _same_flat(a: pi.PoincareFlatIndex, b: pi.PoincareFlatIndex, queries) -> None:
+    Da, Ia = a.search(queries, 10)
+    Db, Ib = b.search(queries, 10)
+    np.testing.assert_array_equal(Ia, Ib)
+    np.testing.assert_array_equal(Da, Db)
+
+
+def test_memmap_and_npy_file_equal_one_add(points, tmp_path):
+    base, queries = points
+    path = tmp_path / "x.npy"
+    np.save(path, base)
+    whole = pi.PoincareFlatIndex(16)
+    whole.add(base, t=NOW)
+    from_file = pi.PoincareFlatIndex(16)
+    assert from_file.add_from(path, chunk_rows=137, t=NOW) == len(base)
+    mm = np.load(path, mmap_mode="r")
+    from_map = pi.PoincareFlatIndex(16)
+    assert from_map.add_from(mm, chunk_rows=256, t=NOW) == len(base)
+    for index in (from_file, from_map):
+        assert index.ntotal == len(base)
+        np.testing.assert_array_equal(index.reconstruct_n(0, len(base)), base)
+        _same_flat(whole, index, queries)
+    # The memmap still reads right after its pages were let go.
+    np.testing.assert_array_equal(np.asarray(mm), base)
+
+
+def test_hnsw_add_from_finds_what_one_add_finds(points):
+    base, queries = points
+    whole = pi.PoincareIndex(16, num_threads=1)
+    whole.add(base)
+    chunked = pi.PoincareIndex(16, num_threads=1)
+    chunked.add_from(base.astype(np.float64), chunk_rows=300)  # other dtypes are cast per chunk
+    assert chunked.check_integrity()["unreachable"] == 0
+    _, Iw = whole.search(queries, 1, ef=200)
+    _, Ic = chunked.search(queries, 1, ef=200)
+    np.testing.assert_array_equal(Iw, Ic)
+
+
+def test_parquet_with_ids_and_times(points, tmp_path):
+    base, queries = points
+    ids = np.arange(len(base), dtype=np.int64) * 3 + 7
+    t = NOW - np.arange(len(base)).astype("timedelta64[h]").astype("timedelta64[us]")
+    table = pa.table(
+        {
+            "emb": pa.FixedSizeListArray.from_arrays(pa.array(base.reshape(-1)), 16),
+            "key": pa.array(ids),
+            "when": pa.array(t, type=pa.timestamp("us", tz="UTC")),
+        }
+    )
+    path = tmp_path / "x.parquet"
+    pq.write_table(table, path, row_group_size=250)
+    index = pi.PoincareFlatIndex(16)
+    n = index.add_from(path, chunk_rows=100, vector_column="emb", id_column="key", time_column="when")
+    assert n == len(base) == index.ntotal
+    reference = pi.PoincareFlatIndex(16)
+    reference.add_with_ids(base, ids, t=t)
+    _same_flat(reference, index, queries)
+    cols = index.columns
+    assert cols.column("id").to_pylist() == ids.tolist()
+    assert cols.column("t").equals(reference.columns.column("t"))
+
+
+def test_a_bad_row_names_its_chunk_and_keeps_the_earlier_ones(points):
+    base, _ = points
+    bad = base.copy()
+    bad[450, 3] = np.nan
+    index = pi.PoincareFlatIndex(16)
+    with pytest.raises(ValueError, match=r"rows 400\.\.599 of the source \(400 added before\)"):
+        index.add_from(bad, chunk_rows=200)
+    assert index.ntotal == 400
+
+
+def test_bad_sources_are_refused(points, tmp_path):
+    base, _ = points
+    index = pi.PoincareFlatIndex(16)
+    with pytest.raises(TypeError, match="source must be"):
+        index.add_from(base.tolist())
+    with pytest.raises(ValueError, match=r"shape \(1000, 8\), expected \(n, 16\)"):
+        index.add_from(base[:, :8])
+    with pytest.raises(FileNotFoundError, match="no file"):
+        index.add_from(tmp_path / "missing.npy")
+    (tmp_path / "x.csv").write_text("1,2\n")
+    with pytest.raises(ValueError, match="neither a .npy nor a .parquet"):
+        index.add_from(tmp_path / "x.csv")
+    path = tmp_path / "x.parquet"
+    pq.write_table(pa.table({"v": pa.array([[0.1] * 15])}), path)
+    with pytest.raises(ValueError, match="no column"):
+        index.add_from(path)
+    with pytest.raises(ValueError, match="row 0 of 'v' has 15 values, expected 16"):
+        index.add_from(path, vector_column="v")
+    with pytest.raises(ValueError, match="chunk_rows"):
+        index.add_from(base, chunk_rows=0)
+    with pytest.raises(ValueError, match="either t or time_column"):
+        index.add_from(path, vector_column="v", t=NOW, time_column="v")
+    assert index.ntotal == 0
