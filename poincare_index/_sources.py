@@ -106,13 +106,13 @@ def _drop_pages(a: NDArray[Any], start: int, n: int) -> None:
         return
     if not a.flags.c_contiguous:
         return
+    # Offsets into the mapping from addresses: a slice of a memmap keeps its parent's offset.
+    map_start = np.frombuffer(raw, dtype=np.uint8).ctypes.data
     row_bytes = a.strides[0]
-    lo = int(a.offset) + start * row_bytes
-    hi = lo + n * row_bytes
+    lo_in_map = a.ctypes.data - map_start + start * row_bytes
+    hi_in_map = lo_in_map + n * row_bytes
     # madvise wants page-aligned ranges: the whole pages inside [lo, hi).
     page = mmap.PAGESIZE
-    base = (int(a.offset) // mmap.ALLOCATIONGRANULARITY) * mmap.ALLOCATIONGRANULARITY
-    lo_in_map, hi_in_map = lo - base, hi - base
     lo_page = -(-lo_in_map // page) * page
     hi_page = (hi_in_map // page) * page
     if hi_page > lo_page:

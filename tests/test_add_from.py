@@ -3,6 +3,8 @@ one add of the whole array; bad sources and bad rows are refused with the rows n
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -114,3 +116,32 @@ def test_bad_sources_are_refused(points, tmp_path):
     with pytest.raises(ValueError, match="either t or time_column"):
         index.add_from(path, vector_column="v", t=NOW, time_column="v")
     assert index.ntotal == 0
+
+
+def _mapped_rss(path) -> int:
+    """Resident bytes of this process's mappings of ``path`` (Linux /proc/self/smaps)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            fields = line.split()
+            if fields and "-" in fields[0] and len(fields) >= 5:  # a mapping's header line
+                inside = len(fields) >= 6 and fields[5] == str(path)
+            elif inside and fields[0] == "Rss:":
+                total += int(fields[1]) * 1024
+    return total
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux /proc")
+def test_a_read_only_map_lets_its_pages_go(tmp_path):
+    """After add_from of a read-only memmap (a slice of one, too), the map's resident pages are
+    about one chunk, not the file; a plain read of the same map keeps them all."""
+    rows = pi.project(np.random.default_rng(4).normal(size=(131_072, 16)) * 0.1).astype(np.float32)
+    path = (tmp_path / "rows.npy").resolve()
+    np.save(path, rows)  # 8 MiB
+    mm = np.load(path, mmap_mode="r")
+    index = pi.PoincareFlatIndex(16)
+    index.add_from(mm[1000:], chunk_rows=8192)  # chunks of 512 KiB
+    assert index.ntotal == len(rows) - 1000
+    assert _mapped_rss(path) <= 2 * 8192 * 64, _mapped_rss(path)
+    assert float(np.asarray(mm, dtype=np.float64).sum()) != 0.0  # reads every page again
+    assert _mapped_rss(path) >= 8 * 2**20 - 2 * 4096
