@@ -187,12 +187,14 @@ class _IndexBase(FaissSurface):
         Each chunk is one :meth:`add` (or :meth:`add_with_ids` with an id column) and is
         validated as a whole; a chunk that fails raises, naming its rows, and the chunks before
         it stay added (as after a KeyboardInterrupt: a prefix of the source, ``ntotal`` grows by
-        the returned count's worth). ``t`` (one time for every row) applies when there is no
-        ``time_column``.
+        the returned count's worth). ``t`` (one time for every row; default: the time of the
+        call) applies when there is no ``time_column``.
         """
         rows = as_positive_int(chunk_rows, "chunk_rows")
         if t is not None and time_column is not None:
             raise ValueError("give either t or time_column, not both")
+        if t is None and time_column is None:  # one moment for the whole call, as one add
+            t = np.datetime64(_time.now_micros(), "us")
         added = 0
         total = source_rows(source)
         if total:  # allocate once for the whole source: growing per chunk leaves up to 1.5x slack

@@ -145,3 +145,12 @@ def test_a_read_only_map_lets_its_pages_go(tmp_path):
     assert _mapped_rss(path) <= 2 * 8192 * 64, _mapped_rss(path)
     assert float(np.asarray(mm, dtype=np.float64).sum()) != 0.0  # reads every page again
     assert _mapped_rss(path) >= 8 * 2**20 - 2 * 4096
+
+
+def test_rows_without_times_share_the_moment_of_the_call(points):
+    """Without t, every chunk gets the same time (one add_from is one moment, as one add is)."""
+    base, _ = points
+    index = pi.PoincareFlatIndex(16)
+    index.add_from(base, chunk_rows=100)
+    t = index.columns.column("t").to_numpy()
+    assert len(np.unique(t)) == 1
