@@ -25,7 +25,7 @@ class Chunk:
     start: int
     x: NDArray[np.float32]
     ids: NDArray[Any] | None = None
-    t: NDArray[Any] | None = None
+    t: Any = None  # a pyarrow timestamp array from a Parquet time column
 
 
 def iter_chunks(
