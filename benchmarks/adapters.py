@@ -155,13 +155,9 @@ class OursFlat(Adapter):
         return self.index.search(q, k)[1]
 
     def analytic_bytes(self) -> dict[str, float]:
-        return {
-            "vectors": 4.0 * self.dim,
-            "factors": 20,
-            "id": 8,
-            "deleted_flag": 1,
-            "id_hash_map": _HASH_ENTRY,
-        }
+        # The index's own accounting, as for the graph.
+        n = max(self.n, 1)
+        return {k: v / n for k, v in self.index.memory_usage().items()}
 
     def diagnostics(
         self, database: NDArray[np.float32], queries: NDArray[np.float32], k: int, truths: dict[str, Truth]

@@ -70,6 +70,21 @@ std::vector<DecayTerm> decay_terms(const DoubleArray& terms) {
   return out;
 }
 
+// Views of the time columns; a valid_from, valid_until or access_count of None is a column the
+// index has not allocated (every row holds the default) and becomes a null pointer.
+TimeColumns time_columns(const Int64Array& t, const std::optional<Int64Array>& valid_from,
+                         const std::optional<Int64Array>& valid_until,
+                         std::optional<UInt32Array>& access_count) {
+  const std::size_t rows = length_of(t);
+  if ((valid_from && length_of(*valid_from) != rows) ||
+      (valid_until && length_of(*valid_until) != rows) ||
+      (access_count && length_of(*access_count) != rows))
+    throw InvalidArgument("time columns differ in length");
+  return {t.data(), valid_from ? valid_from->data() : nullptr,
+          valid_until ? valid_until->data() : nullptr,
+          access_count ? access_count->mutable_data() : nullptr, rows};
+}
+
 template <typename Core>
 void bind_common(py::class_<Core>& cls) {
   cls.def_property_readonly("dim", &Core::dim)
@@ -170,13 +185,8 @@ void bind_common(py::class_<Core>& cls) {
              sq.params.decay =
                  DecayProgram(decay_terms(terms), at_us, future_weight, future_tolerance_us);
              if (t) {
-               const std::size_t rows = length_of(*t);
-               if (!valid_from || !valid_until || !access_count || length_of(*valid_from) != rows ||
-                   length_of(*valid_until) != rows || length_of(*access_count) != rows)
-                 throw InvalidArgument("time columns differ in length");
-               sq.params.columns = {t->data(), valid_from->data(), valid_until->data(),
-                                    access_count->mutable_data(), rows};
-               sq.params.eligible_slots = rows;
+               sq.params.columns = time_columns(*t, valid_from, valid_until, access_count);
+               sq.params.eligible_slots = sq.params.columns.rows;
              }
              if (allowed) {
                sq.params.allowed = allowed->data();
@@ -344,27 +354,24 @@ PYBIND11_MODULE(_core, m) {
   });
   // The C++ evaluation of a policy on rows of the time columns (keyword and hybrid search, and
   // the tests against the numpy reference).
-  m.def("decay_log_weights_of_rows",
-        [](const DoubleArray& terms, std::int64_t at_us, double future_weight,
-           std::int64_t future_tolerance_us, const Int64Array& t, const Int64Array& valid_from,
-           const Int64Array& valid_until, UInt32Array access_count, const Int64Array& rows) {
-          const DecayProgram program(decay_terms(terms), at_us, future_weight, future_tolerance_us);
-          const std::size_t n_rows = length_of(t);
-          if (length_of(valid_from) != n_rows || length_of(valid_until) != n_rows ||
-              length_of(access_count) != n_rows)
-            throw InvalidArgument("time columns differ in length");
-          const TimeColumns columns{t.data(), valid_from.data(), valid_until.data(),
-                                    access_count.mutable_data(), n_rows};
-          const std::size_t n = length_of(rows);
-          py::array_t<double> out(static_cast<py::ssize_t>(n));
-          double* po = out.mutable_data();
-          const std::int64_t* pr = rows.data();
-          {
-            py::gil_scoped_release nogil;
-            log_weights_of_rows(program, columns, pr, n, po);
-          }
-          return out;
-        });
+  m.def(
+      "decay_log_weights_of_rows",
+      [](const DoubleArray& terms, std::int64_t at_us, double future_weight,
+         std::int64_t future_tolerance_us, const Int64Array& t,
+         const std::optional<Int64Array>& valid_from, const std::optional<Int64Array>& valid_until,
+         std::optional<UInt32Array> access_count, const Int64Array& rows) {
+        const DecayProgram program(decay_terms(terms), at_us, future_weight, future_tolerance_us);
+        const TimeColumns columns = time_columns(t, valid_from, valid_until, access_count);
+        const std::size_t n = length_of(rows);
+        py::array_t<double> out(static_cast<py::ssize_t>(n));
+        double* po = out.mutable_data();
+        const std::int64_t* pr = rows.data();
+        {
+          py::gil_scoped_release nogil;
+          log_weights_of_rows(program, columns, pr, n, po);
+        }
+        return out;
+      });
   m.def("sum_postings",
         [](const Int64Array& indptr, const py::array_t<std::int32_t, py::array::c_style>& indices,
            const py::array_t<float, py::array::c_style>& data, std::size_t n_docs,
@@ -395,19 +402,15 @@ PYBIND11_MODULE(_core, m) {
         });
   m.def("rank_with_time_term",
         [](const DoubleArray& terms, std::int64_t at_us, double future_weight,
-           std::int64_t future_tolerance_us, const Int64Array& t, const Int64Array& valid_from,
-           const Int64Array& valid_until, UInt32Array access_count, const Int64Array& rows,
-           const DoubleArray& relevance, double time_coef, std::size_t k) {
+           std::int64_t future_tolerance_us, const Int64Array& t,
+           const std::optional<Int64Array>& valid_from,
+           const std::optional<Int64Array>& valid_until, std::optional<UInt32Array> access_count,
+           const Int64Array& rows, const DoubleArray& relevance, double time_coef, std::size_t k) {
           const DecayProgram program(decay_terms(terms), at_us, future_weight, future_tolerance_us);
-          const std::size_t n_rows = length_of(t);
-          if (length_of(valid_from) != n_rows || length_of(valid_until) != n_rows ||
-              length_of(access_count) != n_rows)
-            throw InvalidArgument("time columns differ in length");
+          const TimeColumns columns = time_columns(t, valid_from, valid_until, access_count);
           const std::size_t n = length_of(rows);
           if (length_of(relevance) != n)
             throw InvalidArgument("rows and relevance differ in length");
-          const TimeColumns columns{t.data(), valid_from.data(), valid_until.data(),
-                                    access_count.mutable_data(), n_rows};
           py::array_t<double> keys(static_cast<py::ssize_t>(n));
           py::array_t<std::int64_t> top(static_cast<py::ssize_t>(std::min(k, n)));
           double* pk = keys.mutable_data();

@@ -195,7 +195,11 @@ void write_vectors(const std::string& path, const VectorStorage& s) {
   w.put<std::uint64_t>(s.slots());
   w.put<std::int64_t>(s.id_high_water());
   w.patch_u32(12, static_cast<std::uint32_t>(w.size()));
-  w.put_array(s.ids(), s.slots());
+  {
+    std::vector<std::int64_t> ids(s.slots());  // held implicitly while they equal the slots
+    s.copy_ids(ids.data());
+    w.put_array(ids.data(), ids.size());
+  }
   w.put_array(s.deleted_flags(), s.slots());
   w.pad_to(8);
   w.put_array(s.vectors(), s.slots() * s.dim());

@@ -302,7 +302,8 @@ void walk_level0(const HnswGraph& graph, const VectorStorage& storage, const Fus
   const std::size_t time_rows = params.columns.rows;
   const std::int64_t* window_from =
       params.decay.uses_window() ? params.columns.valid_from : nullptr;
-  const std::int64_t* window_until = params.columns.valid_until;
+  const std::int64_t* window_until =
+      params.decay.uses_window() ? params.columns.valid_until : nullptr;
   auto visit = [&](std::uint32_t n, float l2) {
     scratch.mark(n);
     const float r = l2 * storage.rank_factor(n);
@@ -337,10 +338,8 @@ void walk_level0(const HnswGraph& graph, const VectorStorage& storage, const Fus
         [&](std::uint32_t n) {
           if (time_column == nullptr || n >= time_rows) return;
           prefetch(time_column + n);
-          if (window_from != nullptr) {
-            prefetch(window_from + n);
-            prefetch(window_until + n);
-          }
+          if (window_from != nullptr) prefetch(window_from + n);
+          if (window_until != nullptr) prefetch(window_until + n);
         },
         visit);
   }

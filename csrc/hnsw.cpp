@@ -76,7 +76,7 @@ void HnswGraph::grow(std::size_t n) {
   levels_.resize(n);
   level0_.resize(n * level0_stride(), 0);
   repair_backups_.resize((n - std::min(n, backups_base_)) * kRepairBackups, kNone);
-  repair_source_.resize(n, kNone);
+  repair_source_.resize(n);
   upper_offset_.resize(n);
   for (std::size_t s = old; s < n; ++s) {
     const int lv = draw_level(static_cast<std::uint32_t>(s));
@@ -100,7 +100,7 @@ void HnswGraph::reserve(std::size_t n) {
     upper += static_cast<std::size_t>(draw_level(static_cast<std::uint32_t>(s))) * upper_stride();
   reserve_amortised(levels_, n);
   reserve_amortised(level0_, n * level0_stride());
-  reserve_amortised(repair_source_, n);
+  repair_source_.reserve(n);
   reserve_amortised(upper_offset_, n);
   reserve_amortised(upper_, upper);
 }
@@ -311,7 +311,7 @@ std::uint32_t HnswGraph::connect(const VectorStorage& storage, std::uint32_t slo
       const std::size_t limit = cap + kRepairSlots;
       for (const std::uint32_t o : old_links) {
         if (pruned.size() >= limit) break;
-        if (o >= repair_source_.size() || repair_source_[o] != n) continue;
+        if (repair_source_.get(o) != n) continue;
         bool kept = false;
         for (const Candidate& c2 : pruned) kept = kept || c2.second == o;
         if (!kept) pruned.push_back({0.0f, o});
@@ -484,8 +484,8 @@ void HnswGraph::memory(std::vector<std::pair<std::string, std::size_t>>& out) co
   out.emplace_back("upper_links",
                    (upper_.capacity() + upper_offset_.capacity()) * sizeof(std::uint32_t));
   out.emplace_back("levels", levels_.capacity());
-  out.emplace_back(
-      "repair", (repair_backups_.capacity() + repair_source_.capacity()) * sizeof(std::uint32_t));
+  out.emplace_back("repair",
+                   repair_backups_.capacity() * sizeof(std::uint32_t) + repair_source_.bytes());
   out.emplace_back("node_locks", lock_capacity_ * sizeof(SpinLock));
 }
 
@@ -512,6 +512,7 @@ std::unique_ptr<HnswGraph> HnswGraph::restore(const HnswParams& params,
   g->upper_ = std::move(upper);
   g->entry_ = entry;
   g->max_level_ = max_level;
+  g->repair_source_.resize(n);  // none known (not saved); later repairs record theirs
   g->node_locks_.reset(new SpinLock[std::max<std::size_t>(n, 1)]);
   g->lock_capacity_ = std::max<std::size_t>(n, 1);
   return g;

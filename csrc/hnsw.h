@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "huge_pages.h"
+#include "repair_sources.h"
 #include "scratch.h"
 #include "spin_lock.h"
 #include "storage.h"
@@ -230,7 +231,7 @@ class HnswGraph {
   }
   // Per slot, the node holding the in-link the repair gave it (kNone: none). Re-selecting that
   // node's full list keeps the link, so later insertions do not orphan the slot again. Not saved.
-  std::vector<std::uint32_t> repair_source_;
+  RepairSources repair_source_;
   std::unique_ptr<SpinLock[]> node_locks_;
   std::size_t lock_capacity_ = 0;
   std::mutex entry_mutex_;

@@ -80,7 +80,7 @@ std::size_t HnswGraph::link_from_above(const VectorStorage& storage, ThreadPool&
       if (l[0] >= cap || std::find(l + 1, l + 1 + l[0], u) != l + 1 + l[0]) continue;
       l[1 + l[0]] = u;
       ++l[0];
-      if (u < repair_source_.size()) repair_source_[u] = c.second;
+      repair_source_.set(u, c.second);
       ++added;
       break;
     }
@@ -208,7 +208,7 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
       }
       if (from == kNone) from = first_reachable != kNone ? first_reachable : entry_;
       std::uint32_t* l = links_at(from, 0);
-      if (u < repair_source_.size()) repair_source_[u] = from;
+      repair_source_.set(u, from);
       if (l[0] < cap) {
         l[1 + l[0]] = u;
         ++l[0];
@@ -229,8 +229,7 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
         ++replaced;
         --in_degree[dropped];
         // The link is gone: it no longer protects `dropped` in `from`'s list.
-        if (dropped < repair_source_.size() && repair_source_[dropped] == from)
-          repair_source_[dropped] = kNone;
+        if (repair_source_.get(dropped) == from) repair_source_.set(dropped, kNone);
         l[best] = u;
         // Keep the dropped node reachable through u when it had no other in-link.
         std::uint32_t* lu = links_at(u, 0);
@@ -238,7 +237,7 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
             std::find(lu + 1, lu + 1 + lu[0], dropped) == lu + 1 + lu[0]) {
           lu[1 + lu[0]] = dropped;
           ++lu[0];
-          if (dropped < repair_source_.size()) repair_source_[dropped] = u;
+          repair_source_.set(dropped, u);
           ++in_degree[dropped];
         }
       }
@@ -285,7 +284,7 @@ bool HnswGraph::link_new_nodes(const VectorStorage& storage,
     l[1 + l[0]] = v;
     ++l[0];
     // Kept as a repair link: a later re-selection of `from`'s list does not prune it.
-    if (v < repair_source_.size()) repair_source_[v] = from;
+    repair_source_.set(v, from);
   }
   return true;
 }

@@ -67,9 +67,11 @@ std::size_t HnswGraph::remove_nodes(const VectorStorage& storage,
   // The leaving nodes keep no links and nothing the repair keeps refers to them.
   for (const std::uint32_t d : gone_slots)
     for (int lv = 0; lv <= levels_[d]; ++lv) links_at(d, lv)[0] = 0;
-  for (std::size_t s = 0; s < repair_source_.size(); ++s)
-    if (repair_source_[s] != kNone && (gone[s] || gone[repair_source_[s]]))
-      repair_source_[s] = kNone;
+  std::vector<std::uint32_t> cleared;
+  repair_source_.for_each([&](std::uint32_t s, std::uint32_t source) {
+    if (gone[s] || gone[source]) cleared.push_back(s);
+  });
+  for (const std::uint32_t s : cleared) repair_source_.set(s, kNone);
   for (std::uint32_t& b : repair_backups_)
     if (b != kNone && gone[b]) b = kNone;
   for (const std::uint32_t d : gone_slots)

@@ -38,7 +38,9 @@ std::vector<std::pair<std::string, std::size_t>> IndexCore::memory() const {
 
 std::vector<std::int64_t> IndexCore::slot_ids() const {
   std::shared_lock<WriterFirstMutex> g(rw_);
-  return std::vector<std::int64_t>(storage_.ids(), storage_.ids() + storage_.slots());
+  std::vector<std::int64_t> ids(storage_.slots());
+  storage_.copy_ids(ids.data());
+  return ids;
 }
 std::vector<std::uint8_t> IndexCore::live_slots() const {
   std::shared_lock<WriterFirstMutex> g(rw_);
@@ -136,6 +138,9 @@ void IndexCore::search_scored(const float* queries, std::size_t nq, std::size_t 
   // add): they are never returned, so their column values are never read.
   if ((!params.decay.empty() || query.touch) && query.params.eligible_slots > params.columns.rows)
     throw InvalidArgument("a decay policy or touch needs time columns covering every slot");
+  // A touch into a column that was never allocated would be lost without a trace.
+  if (query.touch && params.columns.access_count == nullptr)
+    throw InvalidArgument("touch needs the access_count column allocated");
   // Allowed slots at or past the core's slots belong to an add still in progress (its column
   // rows go in first) or one that was rolled back: they are not points yet, so they are dropped,
   // as the mask's rows past the slots are (eligible_slots).

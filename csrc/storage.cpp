@@ -20,8 +20,7 @@ VectorStorage::VectorStorage(std::size_t dim, double curvature) : dim_(dim), cur
 void VectorStorage::reserve(std::size_t n_slots) {
   reserve_amortised(vectors_, n_slots * dim_);
   reserve_amortised(rank_factor_, n_slots);
-  reserve_amortised(factor_, n_slots);
-  reserve_amortised(ids_, n_slots);
+  if (!identity_ids_) reserve_amortised(ids_, n_slots);
   reserve_amortised(deleted_, n_slots);
   reserve_amortised(released_flag_, n_slots);
 }
@@ -77,18 +76,17 @@ void VectorStorage::place(const float* x, std::size_t n, const std::int64_t* ids
   for (std::size_t i = 0; i < n; ++i)
     total = std::max<std::size_t>(total, where[i] + std::size_t{1});
   vectors_.resize(total * dim_);
-  ids_.resize(total);
+  if (!identity_ids_) ids_.resize(total);
   deleted_.resize(total, 0);
   released_flag_.resize(total, 0);
   rank_factor_.resize(total);
-  factor_.resize(total);
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint32_t slot = where[i];
     std::copy(x + i * dim_, x + (i + 1) * dim_, vectors_.data() + slot * dim_);
-    ids_[slot] = ids[i];
+    if (!identity_ids_) ids_[slot] = ids[i];
     deleted_[slot] = 0;
     released_flag_[slot] = 0;
-    compute_factors(slot);
+    compute_rank_factor(slot);
     if (!identity_ids_) slot_of_id_.emplace(ids[i], slot);
     if (ids[i] >= id_high_water_) id_high_water_ = ids[i] == INT64_MAX ? INT64_MAX : ids[i] + 1;
   }
@@ -117,19 +115,29 @@ void VectorStorage::release(const std::vector<std::uint32_t>& slots_to_release) 
   std::sort(released_.begin(), released_.end());
 }
 
-void VectorStorage::compute_factors(std::size_t slot) {
-  const double sq = metric::sq_norm_exact(vector(slot), dim_);
-  const double a = metric::conformal_factor(sq, curvature_);
-  factor_[slot] = a;
-  rank_factor_[slot] = static_cast<float>(a);
+void VectorStorage::compute_rank_factor(std::size_t slot) {
+  rank_factor_[slot] = static_cast<float>(factor(slot));
 }
 
 void VectorStorage::leave_identity_ids() {
   if (!identity_ids_) return;
+  // Until now slot s held id s: the column and the map are written out once.
+  const std::size_t n = slots();
+  ids_.reserve(std::max(n, deleted_.capacity()));
+  ids_.resize(n);
+  for (std::size_t s = 0; s < n; ++s) ids_[s] = static_cast<std::int64_t>(s);
   identity_ids_ = false;
   slot_of_id_.reserve(live_);
-  for (std::size_t s = 0; s < slots(); ++s)
+  for (std::size_t s = 0; s < n; ++s)
     if (!deleted_[s]) slot_of_id_.emplace(ids_[s], static_cast<std::uint32_t>(s));
+}
+
+void VectorStorage::copy_ids(std::int64_t* out) const {
+  const std::size_t n = slots();
+  if (identity_ids_)
+    for (std::size_t s = 0; s < n; ++s) out[s] = static_cast<std::int64_t>(s);
+  else
+    std::copy(ids_.begin(), ids_.begin() + static_cast<std::ptrdiff_t>(n), out);
 }
 
 std::int64_t VectorStorage::find(std::int64_t id) const {
@@ -151,7 +159,6 @@ bool VectorStorage::remove(std::int64_t id) {
 void VectorStorage::memory(std::vector<std::pair<std::string, std::size_t>>& out) const {
   out.emplace_back("vectors", vectors_.capacity() * sizeof(float));
   out.emplace_back("rank_factors", rank_factor_.capacity() * sizeof(float));
-  out.emplace_back("factors", factor_.capacity() * sizeof(double));
   out.emplace_back("ids", ids_.capacity() * sizeof(std::int64_t));
   out.emplace_back("flags", deleted_.capacity() + released_flag_.capacity() +
                                 released_.capacity() * sizeof(std::uint32_t));
@@ -173,26 +180,24 @@ VectorStorage VectorStorage::restore(std::size_t dim, double curvature, std::vec
     throw FormatError("vector, id and deletion columns disagree in length");
   metric::validate_points(vectors.data(), n, dim, curvature, "stored vector");
   s.vectors_.assign(vectors.begin(), vectors.end());
-  s.ids_ = std::move(ids);
   s.deleted_ = std::move(deleted);
   for (std::size_t i = 0; i < n && s.identity_ids_; ++i)
-    s.identity_ids_ = s.ids_[i] == static_cast<std::int64_t>(i);
+    s.identity_ids_ = ids[i] == static_cast<std::int64_t>(i);
   for (std::size_t i = 0; i < n; ++i) {
     if (s.deleted_[i] > 1) throw FormatError("deletion flag is neither 0 nor 1");
-    if (s.ids_[i] > id_high_water || (s.ids_[i] == id_high_water && id_high_water != INT64_MAX))
-      throw FormatError("stored id " + std::to_string(s.ids_[i]) +
-                        " exceeds the id high-water mark");
+    if (ids[i] > id_high_water || (ids[i] == id_high_water && id_high_water != INT64_MAX))
+      throw FormatError("stored id " + std::to_string(ids[i]) + " exceeds the id high-water mark");
     if (s.deleted_[i]) continue;
-    if (s.ids_[i] == -1) throw FormatError("a stored point has the id -1 (the padding id)");
-    if (!s.identity_ids_ && !s.slot_of_id_.emplace(s.ids_[i], static_cast<std::uint32_t>(i)).second)
-      throw FormatError("stored id " + std::to_string(s.ids_[i]) + " is live twice");
+    if (ids[i] == -1) throw FormatError("a stored point has the id -1 (the padding id)");
+    if (!s.identity_ids_ && !s.slot_of_id_.emplace(ids[i], static_cast<std::uint32_t>(i)).second)
+      throw FormatError("stored id " + std::to_string(ids[i]) + " is live twice");
     ++s.live_;
   }
+  if (!s.identity_ids_) s.ids_ = std::move(ids);
   s.id_high_water_ = id_high_water;
   s.released_flag_.assign(n, 0);  // deleted slots are released again by the next consolidation
   s.rank_factor_.resize(n);
-  s.factor_.resize(n);
-  for (std::size_t i = 0; i < n; ++i) s.compute_factors(i);
+  for (std::size_t i = 0; i < n; ++i) s.compute_rank_factor(i);
   return s;
 }
 

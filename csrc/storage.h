@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "huge_pages.h"
+#include "metric.h"
 
 namespace poincare {
 
@@ -19,7 +20,7 @@ class VectorStorage {
   std::size_t dim() const { return dim_; }
   double curvature() const { return curvature_; }
   // Slots in use, deleted ones included; slot order is insertion order.
-  std::size_t slots() const { return ids_.size(); }
+  std::size_t slots() const { return deleted_.size(); }
   // Points not deleted.
   std::size_t live() const { return live_; }
   // 1 + the largest id ever stored (0 when empty); add() assigns ids from max(live, this).
@@ -52,14 +53,21 @@ class VectorStorage {
   // a(x) = 1/(1 - c|x|^2) rounded to float32: the ranking factor.
   float rank_factor(std::size_t slot) const { return rank_factor_[slot]; }
   const float* rank_factors() const { return rank_factor_.data(); }
-  // a(x) in float64: the reporting factor.
-  double factor(std::size_t slot) const { return factor_[slot]; }
-  const double* factors() const { return factor_.data(); }
-  // |x|^2 from the float64 factor (1 - 1/a) / c: exact to ~1e-16 relative, which is what the
-  // float32 coordinates give too, so no column of its own.
-  double sq_norm(std::size_t slot) const { return (1.0 - 1.0 / factor_[slot]) / curvature_; }
-  std::int64_t id(std::size_t slot) const { return ids_[slot]; }
-  const std::int64_t* ids() const { return ids_.data(); }
+  // |x|^2 in float64 from the float32 coordinates (a serial loop: the one rounding every caller
+  // shares, so the index kinds report bit-identical distances).
+  double sq_norm(std::size_t slot) const { return metric::sq_norm_exact(vector(slot), dim_); }
+  // a(x) in float64: the reporting factor, recomputed from the coordinates when a finalist is
+  // re-scored (d multiply-adds beside the d of its distance) rather than held as 8 bytes a point.
+  double factor(std::size_t slot) const {
+    return metric::conformal_factor(sq_norm(slot), curvature_);
+  }
+  std::int64_t id(std::size_t slot) const {
+    return identity_ids_ ? static_cast<std::int64_t>(slot) : ids_[slot];
+  }
+  // The id column, or null while identity_ids() (slot s holds id s and no column is kept).
+  const std::int64_t* ids() const { return identity_ids_ ? nullptr : ids_.data(); }
+  // Writes the ids of slots [0, slots()) to `out`.
+  void copy_ids(std::int64_t* out) const;
   bool is_deleted(std::size_t slot) const { return deleted_[slot] != 0; }
   const std::uint8_t* deleted_flags() const { return deleted_.data(); }
 
@@ -73,21 +81,20 @@ class VectorStorage {
   // Marks the point deleted; returns false if `id` was not live.
   bool remove(std::int64_t id);
 
-  // Rebuilds a storage from saved columns (ids, deletion flags, vectors); factors are recomputed
-  // from the float32 coordinates, so they are bit-identical to the ones before saving.
+  // Rebuilds a storage from saved columns (ids, deletion flags, vectors); rank factors are
+  // recomputed from the float32 coordinates, so they are bit-identical to the ones before saving.
   static VectorStorage restore(std::size_t dim, double curvature, std::vector<float> vectors,
                                std::vector<std::int64_t> ids, std::vector<std::uint8_t> deleted,
                                std::int64_t id_high_water);
 
  private:
-  void compute_factors(std::size_t slot);
+  void compute_rank_factor(std::size_t slot);
 
   std::size_t dim_;
   double curvature_;
   BigVector<float> vectors_;
   std::vector<float> rank_factor_;
-  std::vector<double> factor_;
-  std::vector<std::int64_t> ids_;
+  std::vector<std::int64_t> ids_;  // empty while identity_ids_
   std::vector<std::uint8_t> deleted_;
   std::vector<std::uint8_t> released_flag_;  // per slot: deleted and released (reusable)
   std::vector<std::uint32_t> released_;      // the released slots, ascending

@@ -144,9 +144,12 @@ double DecayProgram::log_weight_of(std::int64_t t, std::int64_t valid_from,
 double DecayProgram::log_weight(const TimeColumns& c, std::size_t row) const {
   if (terms_.empty()) return 0.0;
   // Only the columns some term reads: each is a random access (a likely cache miss) per node.
-  return log_weight_of(c.t[row], uses_window_ ? c.valid_from[row] : kOpenStart,
-                       uses_window_ ? c.valid_until[row] : kOpenEnd,
-                       uses_access_ ? load_count(c.access_count, row) : 0u);
+  const bool from = uses_window_ && c.valid_from != nullptr;
+  const bool until = uses_window_ && c.valid_until != nullptr;
+  const bool access = uses_access_ && c.access_count != nullptr;
+  return log_weight_of(c.t[row], from ? c.valid_from[row] : kOpenStart,
+                       until ? c.valid_until[row] : kOpenEnd,
+                       access ? load_count(c.access_count, row) : 0u);
 }
 
 void log_weights_of_rows(const DecayProgram& program, const TimeColumns& columns,

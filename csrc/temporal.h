@@ -46,7 +46,9 @@ constexpr std::int64_t kOpenStart = std::numeric_limits<std::int64_t>::min();
 constexpr std::int64_t kOpenEnd = std::numeric_limits<std::int64_t>::max();
 
 // Borrowed views of the per-row time columns: int64 microseconds since the epoch (UTC), the
-// data buffers of the Arrow columns; access_count is written by touch (atomically).
+// data buffers of the Arrow columns; access_count is written by touch (atomically). A null
+// valid_from, valid_until or access_count means every row holds the default (kOpenStart,
+// kOpenEnd, 0): the index allocates those columns only once some row differs.
 struct TimeColumns {
   const std::int64_t* t = nullptr;
   const std::int64_t* valid_from = nullptr;

@@ -14,12 +14,10 @@ void write_exact_topk(const VectorStorage& storage, const float* q, double a_q,
   const double c = storage.curvature();
   thread_local std::vector<std::pair<double, std::int64_t>> exact;  // reused: no malloc per query
   exact.clear();
-  // The finalists' rows were just read by the search, but their factors and ids live in arrays
-  // of their own: start all those misses together rather than one per finalist.
-  for (const std::uint32_t s : slots) {
-    __builtin_prefetch(storage.factors() + s);
-    __builtin_prefetch(storage.ids() + s);
-  }
+  // The finalists' rows were just read by the search, but their ids live in an array of its
+  // own: start all those misses together rather than one per finalist.
+  if (const std::int64_t* ids = storage.ids(); ids != nullptr)
+    for (const std::uint32_t s : slots) __builtin_prefetch(ids + s);
   const auto l2sq_f64 = metric::kernels().l2sq_f64;
   for (const std::uint32_t s : slots) {
     const double delta = l2sq_f64(q, storage.vector(s), dim) * a_q * storage.factor(s);

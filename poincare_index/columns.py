@@ -26,6 +26,7 @@ import pyarrow.ipc as ipc
 from numpy.typing import NDArray
 
 from . import _core, _time
+from ._lazy_column import ROW_NUMBER, LazyColumn
 
 __all__ = ["ColumnStore", "RESERVED_COLUMNS", "TIME_TYPE"]
 
@@ -167,11 +168,12 @@ class ColumnStore:
 
     def __init__(self) -> None:
         self._rows = _Rows(0, None)
-        self._ids = np.zeros(0, dtype=np.int64)
-        self._t = np.zeros(0, dtype=np.int64)
-        self._valid_from = np.zeros(0, dtype=np.int64)
-        self._valid_until = np.zeros(0, dtype=np.int64)
-        self._access = np.zeros(0, dtype=np.uint32)
+        self._t = np.zeros(0, dtype=np.int64)  # always set: its length is the capacity
+        # Allocated only once a row differs from the default (see _lazy_column).
+        self._ids = LazyColumn("id", np.int64, ROW_NUMBER)
+        self._valid_from = LazyColumn("valid_from", np.int64, _time.OPEN_START)
+        self._valid_until = LazyColumn("valid_until", np.int64, _time.OPEN_END)
+        self._access = LazyColumn("access_count", np.uint32, 0)
         self._lock = _ReadWriteLock()
         # (rows sorted, their buckets, rows in the view, the view with the newer rows in front)
         self._buckets: tuple[int, tuple[NDArray[Any], ...], int, tuple[NDArray[Any], ...]] | None = None
@@ -200,9 +202,23 @@ class ColumnStore:
             return out
 
         with self._lock.writing():  # no search holds the old access counts while they move
-            self._ids, self._t = grown(self._ids), grown(self._t)
-            self._valid_from, self._valid_until = grown(self._valid_from), grown(self._valid_until)
-            self._access = grown(self._access)
+            self._t = grown(self._t)
+            for col in self._lazy():
+                col.grow(new_cap, self._n)
+
+    def _lazy(self) -> tuple[LazyColumn, ...]:
+        return (self._ids, self._valid_from, self._valid_until, self._access)
+
+    def _write(self, col: LazyColumn, rows: NDArray[np.int64], values: NDArray[Any]) -> None:
+        """Writes ``values`` at ``rows`` (within the capacity), allocating the column first when
+        a value is not its default; a column that stays unallocated already holds them."""
+        if not col.allocated:
+            if not col.needs_array(values, rows):
+                return
+            with self._lock.writing():  # no search reads the column while it appears
+                col.allocate(self._t.shape[0])
+        assert col.data is not None
+        col.data[rows] = values
 
     def reserve(self, n_more: int) -> None:
         """Allocates for ``n_more`` more rows at once, so a large add grows no column twice."""
@@ -221,11 +237,12 @@ class ColumnStore:
         meta = self._merged_metadata(metadata, m)
         self._grow(self._n + m)
         end = self._n + m
-        self._ids[self._n : end] = ids
+        rows = np.arange(self._n, end, dtype=np.int64)
         self._t[self._n : end] = t
-        self._valid_from[self._n : end] = valid_from
-        self._valid_until[self._n : end] = valid_until
-        self._access[self._n : end] = 0  # rows past n: no search reads them yet
+        for col, values in zip(self._lazy()[:3], (ids, valid_from, valid_until)):
+            self._write(col, rows, values)
+        if self._access.data is not None:
+            self._access.data[self._n : end] = 0  # rows past n: no search reads them yet
         self._rows = _Rows(end, meta)
 
     def place(
@@ -249,7 +266,7 @@ class ColumnStore:
         if not np.array_equal(slots[fresh], np.arange(n_before, n_before + fresh.shape[0])):
             raise ValueError("new rows must follow the existing ones in order")
         at = slots[reused].astype(np.int64)
-        saved = tuple(a[at].copy() for a in self._arrays()[:4]) + (self.access_counts(at),)
+        saved = self._rows_at(at) + (self.access_counts(at),)
         token = (n_before, meta_before, at, saved)
         sub = metadata.take(pa.array(fresh)) if metadata is not None else None
         self.append(ids[fresh], t[fresh], valid_from[fresh], valid_until[fresh], sub)
@@ -261,8 +278,7 @@ class ColumnStore:
             except BaseException:
                 self.undo(token)
                 raise
-            for a, v in zip(self._arrays(), (ids, t, valid_from, valid_until)):
-                a[at] = v[reused]
+            self._write_rows(at, (ids[reused], t[reused], valid_from[reused], valid_until[reused]))
             self.set_access(at, np.zeros(at.shape[0], dtype=np.uint32))
             self._rows = _Rows(self._n, meta)
             self._buckets = None  # times changed in place: the time order is rebuilt
@@ -280,21 +296,44 @@ class ColumnStore:
     def set_row(self, row: int, t: int, valid_from: int, valid_until: int, metadata: pa.Table | None) -> None:
         """Replaces one row's times in place and the metadata by ``metadata`` (from
         :meth:`metadata_with_row`); the row's id and access count stay."""
-        self._t[row], self._valid_from[row], self._valid_until[row] = t, valid_from, valid_until
+        at = np.array([row], dtype=np.int64)
+        self._t[row] = t
+        self._write(self._valid_from, at, np.array([valid_from], dtype=np.int64))
+        self._write(self._valid_until, at, np.array([valid_until], dtype=np.int64))
         self._rows = _Rows(self._n, metadata)
         self._buckets = None
 
     def undo(self, token: tuple[Any, ...]) -> None:
         """Puts back what :meth:`place` changed."""
         n_before, meta_before, at, saved = token
-        for a, v in zip(self._arrays()[:4], saved[:4]):
-            a[at] = v
+        self._write_rows(at, saved[:4])
         self.set_access(at, saved[4])
         self._rows = _Rows(min(self._n, n_before), meta_before)
         self._buckets = None
 
-    def _arrays(self) -> tuple[NDArray[Any], ...]:
-        return (self._ids, self._t, self._valid_from, self._valid_until, self._access)
+    def _rows_at(self, at: NDArray[np.int64]) -> tuple[NDArray[Any], ...]:
+        """Copies of (id, t, valid_from, valid_until) at rows ``at``."""
+        return (self._ids.take(at), self._t[at].copy(), self._valid_from.take(at), self._valid_until.take(at))
+
+    def _write_rows(self, at: NDArray[np.int64], values: tuple[NDArray[Any], ...]) -> None:
+        """Writes (id, t, valid_from, valid_until) at rows ``at`` (existing rows)."""
+        ids, t, valid_from, valid_until = values
+        self._t[at] = t
+        for col, v in zip(self._lazy()[:3], (ids, valid_from, valid_until)):
+            self._write(col, at, v)
+
+    # ---- reading single columns (copies) --------------------------------------------------
+    def valid_from_of(self, rows: NDArray[np.int64]) -> NDArray[np.int64]:
+        """valid_from of ``rows`` (int64 microseconds; OPEN_START for an open start)."""
+        return self._valid_from.take(rows)
+
+    def valid_until_of(self, rows: NDArray[np.int64]) -> NDArray[np.int64]:
+        """valid_until of ``rows`` (int64 microseconds; OPEN_END for an open end)."""
+        return self._valid_until.take(rows)
+
+    def set_valid_until(self, row: int, until_us: int) -> None:
+        """Closes (or moves) the validity window of one existing row."""
+        self._write(self._valid_until, np.array([row], dtype=np.int64), np.array([until_us], dtype=np.int64))
 
     def _overwritten_metadata(
         self, at: NDArray[np.int64], reused: NDArray[np.int64], metadata: pa.Table | None, m: int
@@ -332,11 +371,12 @@ class ColumnStore:
 
     # ---- reading ------------------------------------------------------------------------
     @contextmanager
-    def buffers(self) -> Iterator[tuple[NDArray[np.int64], ...]]:
-        """(t, valid_from, valid_until, access_count) views of the live rows, held for a search."""
+    def buffers(self) -> Iterator[tuple[NDArray[Any] | None, ...]]:
+        """(t, valid_from, valid_until, access_count) views of the live rows, held for a search;
+        None for a column not allocated (every row holds the default: the core reads null)."""
         with self._lock.reading():
             n = self._n
-            yield self._t[:n], self._valid_from[:n], self._valid_until[:n], self._access[:n]
+            yield self._t[:n], self._valid_from.view(n), self._valid_until.view(n), self._access.view(n)
 
     def time_buckets(self, bucket_rows: int = 1024) -> tuple[NDArray[Any], ...]:
         """(order, starts, t_min, t_max): the rows cut into buckets with each bucket's time range,
@@ -412,23 +452,48 @@ class ColumnStore:
     def access_counts(self, rows: NDArray[np.int64] | None = None) -> NDArray[np.uint32]:
         """A copy of the access counts of ``rows`` (default: every row), read atomically."""
         n = self._rows.n
+        counts = self._access.view(n)
+        if counts is None:
+            at = np.ascontiguousarray(rows, dtype=np.int64) if rows is not None else None
+            if at is not None and at.size and (at.min() < 0 or at.max() >= n):
+                raise IndexError(f"row outside the {n} rows of the access counts")
+            return np.zeros(n if at is None else at.shape[0], dtype=np.uint32)
         if rows is None:
-            return _core.copy_counts(self._access[:n])
-        return _core.copy_counts(self._access[:n], np.ascontiguousarray(rows, dtype=np.int64))
+            return _core.copy_counts(counts)
+        return _core.copy_counts(counts, np.ascontiguousarray(rows, dtype=np.int64))
+
+    def _access_snapshot(self, n: int) -> NDArray[np.uint32]:
+        """A copy of the first ``n`` access counts, read atomically."""
+        counts = self._access.view(n)
+        return np.zeros(n, dtype=np.uint32) if counts is None else _core.copy_counts(counts)
+
+    def allocate_access(self) -> None:
+        """Allocates the access counts (before a search that touches: the core refuses to touch
+        a column that does not exist)."""
+        if not self._access.allocated:
+            with self._lock.writing():
+                self._access.allocate(self._t.shape[0])
 
     def add_access(self, rows: NDArray[np.int64]) -> None:
         """Adds 1 to the access count of each of ``rows`` (a row listed twice gets 2), atomically
         against concurrent touches; counts saturate at 2**32 - 1."""
+        self.allocate_access()
         with self._lock.reading():  # the array does not move meanwhile
-            _core.add_counts(self._access[: self._n], np.ascontiguousarray(rows, dtype=np.int64))
+            _core.add_counts(self._access.data[: self._n], np.ascontiguousarray(rows, dtype=np.int64))
 
     def set_access(self, rows: NDArray[np.int64], values: NDArray[Any]) -> None:
         """Sets the access counts of ``rows`` (values in [0, 2**32 - 1])."""
         if not np.all((np.asarray(values) >= 0) & (np.asarray(values) <= np.iinfo(np.uint32).max)):
             raise ValueError("access counts must be in [0, 2**32 - 1]")
+        at = np.ascontiguousarray(rows, dtype=np.int64)
+        if not self._access.needs_array(np.asarray(values), at):
+            if at.size and (at.min() < 0 or at.max() >= self._n):
+                raise IndexError(f"row outside the {self._n} rows of the access counts")
+            return  # zeros into counts that are all zero
+        self.allocate_access()
         with self._lock.reading():
             _core.store_counts(
-                self._access[: self._n],
+                self._access.data[: self._n],
                 np.ascontiguousarray(rows, dtype=np.int64),
                 np.ascontiguousarray(values, dtype=np.uint32),
             )
@@ -438,13 +503,13 @@ class ColumnStore:
         counts are a snapshot): the rows there were when the call began, whatever an add does
         meanwhile."""
         rows = self._rows
-        return self._table(rows, self._ids[: rows.n])
+        return self._table(rows, self._ids.read(rows.n))
 
     def filter_snapshot(self) -> tuple[NDArray[np.int64], pa.Table]:
         """(a copy of the id per row, the table with that copy as its id column), of one moment:
         what a filter is evaluated on, so the ids it was computed for are known."""
         rows = self._rows
-        ids = self._ids[: rows.n].copy()
+        ids = self._ids.read(rows.n).copy()
         return ids, self._table(rows, ids)
 
     def _table(self, rows: _Rows, ids: NDArray[np.int64]) -> pa.Table:
@@ -452,9 +517,9 @@ class ColumnStore:
         cols: dict[str, pa.Array] = {
             "id": pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(ids)]),
             "t": pa.Array.from_buffers(TIME_TYPE, n, [None, pa.py_buffer(self._t[:n])]),
-            "valid_from": _nullable_time(self._valid_from[:n], _time.OPEN_START),
-            "valid_until": _nullable_time(self._valid_until[:n], _time.OPEN_END),
-            "access_count": pa.array(_core.copy_counts(self._access[:n]), type=pa.uint32()),
+            "valid_from": _nullable_time(self._valid_from.read(n), _time.OPEN_START),
+            "valid_until": _nullable_time(self._valid_until.read(n), _time.OPEN_END),
+            "access_count": pa.array(self._access_snapshot(n), type=pa.uint32()),
         }
         table = pa.table(cols)
         if rows.meta is not None:
@@ -469,9 +534,10 @@ class ColumnStore:
     def memory(self) -> dict[str, int]:
         """Bytes allocated per column (capacity, not rows in use), and the metadata table's."""
         out = {
-            f"column_{name}": int(getattr(self, f"_{name}").nbytes)
-            for name in ("ids", "t", "valid_from", "valid_until", "access")
+            f"column_{name}": getattr(self, f"_{name}").nbytes
+            for name in ("ids", "valid_from", "valid_until", "access")
         }
+        out["column_t"] = int(self._t.nbytes)
         meta = self._meta
         out["metadata"] = int(meta.nbytes) if meta is not None else 0
         return out
@@ -527,25 +593,27 @@ class ColumnStore:
 
         store = cls()
         store._grow(n)
-        store._ids[:n] = ints("id", 0)
-        if not np.array_equal(store._ids[:n], expected_ids):
+        ids = ints("id", 0)
+        if not np.array_equal(ids, expected_ids):
             raise IndexFormatError(f"{path}: the id column disagrees with the vectors file")
-        store._t[:n] = ints("t", 0)
-        store._valid_from[:n] = ints("valid_from", _time.OPEN_START)
-        store._valid_until[:n] = ints("valid_until", _time.OPEN_END)
+        valid_from, valid_until = ints("valid_from", _time.OPEN_START), ints("valid_until", _time.OPEN_END)
         try:
-            _time._check_range(store._t[:n], np.zeros(n, dtype=bool), "t")
+            _time._check_range(ints("t", 0), np.zeros(n, dtype=bool), "t")
             for name, arr, open_value in (
-                ("valid_from", store._valid_from[:n], _time.OPEN_START),
-                ("valid_until", store._valid_until[:n], _time.OPEN_END),
+                ("valid_from", valid_from, _time.OPEN_START),
+                ("valid_until", valid_until, _time.OPEN_END),
             ):
                 _time._check_range(arr, arr == open_value, name)
-            check_window(store._valid_from[:n], store._valid_until[:n])
+            check_window(valid_from, valid_until)
         except ValueError as exc:
             raise IndexFormatError(f"{path}: {exc}") from None
-        store._access[:n] = np.asarray(
+        access = np.asarray(
             table.column("access_count").combine_chunks().to_numpy(zero_copy_only=False), dtype=np.uint32
         )
+        rows = np.arange(n, dtype=np.int64)
+        store._t[:n] = ints("t", 0)
+        for col, values in zip(store._lazy(), (ids, valid_from, valid_until, access)):
+            store._write(col, rows, values)
         meta_names = names[len(expected) :]
         meta = table.select(meta_names) if meta_names else None
         if meta is not None:

@@ -105,6 +105,8 @@ def run_scored(
             max_access = np.zeros(t_min.shape[0], dtype=np.uint32)
         buckets = (order, starts, t_min, t_max, max_access)
     budget = max(index.time_scan_rows, 0)
+    if touch:
+        columns.allocate_access()
     with columns.buffers() as (t, valid_from, valid_until, access):
         ids, scores, dist, depths, logw = index._core.search_scored(
             arr, k, ef, depth_bias, time_coef, terms, at_us, fw, tolerance_us,

@@ -144,7 +144,7 @@ def test_time_columns_share_memory_with_the_index():
     cols = index.columns
     store = index._columns
     assert cols.column("t").chunk(0).buffers()[1].address == store._t.ctypes.data
-    assert cols.column("valid_until").chunk(0).buffers()[1].address == store._valid_until.ctypes.data
+    assert cols.column("valid_until").chunk(0).buffers()[1].address == store._valid_until.data.ctypes.data
     with store.buffers() as (t, _, valid_until, _):
         assert t.ctypes.data == store._t.ctypes.data
 

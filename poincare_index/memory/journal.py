@@ -296,7 +296,7 @@ class MemoryJournal:
         elif op == "invalidate":
             row = self._live_row(checked_int(header, "row", where, -1), where)
             until = checked_int(header, "until", where, _time.MIN_TIME_US, _time.MAX_TIME_US)
-            if until <= int(self._index._columns._valid_from[row]):
+            if until <= int(self._index._columns.valid_from_of(np.array([row]))[0]):
                 raise IndexFormatError(f"{where}: closes row {row}'s window before it opens")
             self._apply_invalidate(row, until)
         else:  # touch: rows deleted since the search that touched them are counted all the same

@@ -327,7 +327,7 @@ class Memory(MemoryViews, MemoryJournal, MemoryState):
         at_us = _time.as_time_scalar(at, "at")
         with self._writing():
             row = self._row(id)
-            start = int(self._index._columns._valid_from[row])
+            start = int(self._index._columns.valid_from_of(np.array([row]))[0])
             if at_us <= start:
                 raise ValueError(
                     f"invalidate: at must be after the memory's valid_from "

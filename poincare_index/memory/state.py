@@ -79,7 +79,7 @@ class MemoryState:
         self._version += 1
 
     def _apply_invalidate(self, row: int, until_us: int) -> None:
-        self._index._columns._valid_until[row] = until_us
+        self._index._columns.set_valid_until(row, until_us)
 
     def _apply_touch(self, rows: list[int]) -> None:
         self._index._columns.add_access(np.asarray(rows, dtype=np.int64))
@@ -139,8 +139,8 @@ class MemoryState:
             meta = cols.metadata.take(pa.array(idx)) if cols.metadata is not None else None
             fresh.add_with_ids(
                 vecs, np.arange(len(live), dtype=np.int64), t=cols._t[idx].astype("datetime64[us]"),
-                valid_from=times_as_datetime64(cols._valid_from[idx], _time.OPEN_START),
-                valid_until=times_as_datetime64(cols._valid_until[idx], _time.OPEN_END),
+                valid_from=times_as_datetime64(cols.valid_from_of(idx), _time.OPEN_START),
+                valid_until=times_as_datetime64(cols.valid_until_of(idx), _time.OPEN_END),
                 metadata=meta, progress=self._progress,
             )  # fmt: skip
             fresh._columns.set_access(np.arange(len(live), dtype=np.int64), cols.access_counts(idx))

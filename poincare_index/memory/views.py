@@ -127,7 +127,7 @@ class MemoryViews:
         at = np.asarray(rows, dtype=np.int64)
         counts = cols.access_counts(at).tolist()
         # Python ints in one step per column (a numpy scalar per row and field cost more).
-        ts, vfs, vus = cols._t[at].tolist(), cols._valid_from[at].tolist(), cols._valid_until[at].tolist()
+        ts, vfs, vus = cols._t[at].tolist(), cols.valid_from_of(at).tolist(), cols.valid_until_of(at).tolist()
         out = []
         for i, row in enumerate(rows):
             vf, vu = vfs[i], vus[i]
