@@ -332,6 +332,7 @@ PYBIND11_MODULE(_core, m) {
         d["links"] = st.links;
         d["unreachable"] = st.unreachable;
         d["without_way_down"] = st.without_way_down;
+        d["relocated_lists"] = st.relocated_lists;
         return d;
       });
   bind_common(hnsw);

@@ -85,8 +85,10 @@ class Writer {
 // Bounds-checked cursor over a file already verified by checksum.
 class Reader {
  public:
-  Reader(std::string path, std::vector<unsigned char> data, std::size_t end)
-      : path_(std::move(path)), data_(std::move(data)), end_(end) {}
+  Reader(std::string path, std::vector<unsigned char> data, std::size_t end, std::uint32_t version)
+      : path_(std::move(path)), data_(std::move(data)), end_(end), version_(version) {}
+  // The file's format version (kOldestVersion..kVersion).
+  std::uint32_t version() const { return version_; }
   template <typename T>
   T get() {
     T v;
@@ -126,6 +128,7 @@ class Reader {
   std::string path_;
   std::vector<unsigned char> data_;
   std::size_t end_;
+  std::uint32_t version_;
   std::size_t pos_ = kPrefix;
 };
 
@@ -159,10 +162,10 @@ Reader open_checked(const std::string& path, const char (&magic)[8], const char*
     throw FormatError(path + ": not a poincare_index " + what + " file (bad magic bytes)");
   std::uint32_t version;
   std::memcpy(&version, data.data() + 8, 4);
-  if (version != kVersion)
+  if (version < kOldestVersion || version > kVersion)
     throw FormatError(path + ": format version " + std::to_string(version) +
-                      " is not supported (this build reads version " + std::to_string(kVersion) +
-                      ")");
+                      " is not supported (this build reads versions " +
+                      std::to_string(kOldestVersion) + " to " + std::to_string(kVersion) + ")");
   const std::size_t end = data.size() - kTrailer;
   if (std::memcmp(data.data() + end + 4, kEndMagic, 4) != 0)
     throw FormatError(path + ": truncated " + what + " file (no end marker)");
@@ -173,7 +176,7 @@ Reader open_checked(const std::string& path, const char (&magic)[8], const char*
                       " file is corrupted");
   std::uint32_t header_bytes;
   std::memcpy(&header_bytes, data.data() + 12, 4);
-  Reader r(path, std::move(data), end);
+  Reader r(path, std::move(data), end, version);
   (void)header_bytes;
   return r;
 }
@@ -242,10 +245,12 @@ void write_graph(const std::string& path, const HnswGraph& g) {
   w.put<std::int32_t>(g.max_level());
   w.put<std::uint32_t>(g.entry_point());
   w.put<std::uint64_t>(g.nodes());
+  w.put<std::uint64_t>(g.relocated_links().size() / g.relocated_stride());
   w.patch_u32(12, static_cast<std::uint32_t>(w.size()));
   w.put_array(g.levels().data(), g.nodes());
   w.pad_to(4);
   w.put_array(g.level0_links().data(), g.level0_links().size());
+  w.put_array(g.relocated_links().data(), g.relocated_links().size());
   w.put_array(g.upper_links().data(), g.upper_links().size());
   w.write_file(path);
 }
@@ -261,7 +266,9 @@ std::unique_ptr<HnswGraph> read_graph(const std::string& path, std::size_t expec
   const auto max_level = r.get<std::int32_t>();
   const auto entry = r.get<std::uint32_t>();
   const auto n = r.get<std::uint64_t>();
+  const std::uint64_t n_relocated = r.version() >= 2 ? r.get<std::uint64_t>() : 0;
   if (p.M < 2 || p.M > 256 || p.ef_construction < 1) r.fail("invalid HNSW parameters");
+  if (n_relocated > n) r.fail("more relocated link lists than nodes");
   if (n != expected_nodes)
     r.fail("graph has " + std::to_string(n) + " nodes but the vectors file has " +
            std::to_string(expected_nodes));
@@ -269,7 +276,27 @@ std::unique_ptr<HnswGraph> read_graph(const std::string& path, std::size_t expec
   auto levels = r.get_array<std::int8_t>(n);
   r.skip_to_alignment(4);
   const std::size_t stride0 = HnswGraph::level0_stride_for(p.M);
-  auto level0 = r.get_array<std::uint32_t>(n * stride0);
+  std::vector<std::uint32_t> level0, relocated;
+  if (r.version() >= 2) {
+    level0 = r.get_array<std::uint32_t>(n * stride0);
+    relocated = r.get_array<std::uint32_t>(n_relocated * HnswGraph::relocated_stride_for(p.M));
+  } else {
+    // Version 1 kept 2M + kRepairSlots slots in every list: lists over 2M are relocated.
+    const std::size_t stride_v1 = HnswGraph::relocated_stride_for(p.M);
+    const auto lists = r.get_array<std::uint32_t>(n * stride_v1);
+    level0.assign(n * stride0, 0);
+    for (std::size_t s = 0; s < n; ++s) {
+      const std::uint32_t* l = lists.data() + s * stride_v1;
+      if (l[0] > stride_v1 - 1) r.fail("node " + std::to_string(s) + " has too many links");
+      if (l[0] + 1 <= stride0) {
+        std::copy(l, l + stride0, level0.begin() + static_cast<std::ptrdiff_t>(s * stride0));
+        continue;
+      }
+      level0[s * stride0] =
+          HnswGraph::kRelocated | static_cast<std::uint32_t>(relocated.size() / stride_v1);
+      relocated.insert(relocated.end(), l, l + stride_v1);
+    }
+  }
   const std::size_t stride_up = 1 + static_cast<std::size_t>(p.M);
   std::size_t n_upper = 0;
   for (std::size_t s = 0; s < n; ++s) {
@@ -281,8 +308,8 @@ std::unique_ptr<HnswGraph> read_graph(const std::string& path, std::size_t expec
   r.expect_end();
   std::unique_ptr<HnswGraph> g;
   try {
-    g = HnswGraph::restore(p, std::move(levels), std::move(level0), std::move(upper), entry,
-                           max_level);
+    g = HnswGraph::restore(p, std::move(levels), std::move(level0), std::move(relocated),
+                           std::move(upper), entry, max_level);
     g->check_integrity(deleted);
   } catch (const InvalidArgument& e) {
     throw FormatError(path + ": " + e.what());

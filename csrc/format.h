@@ -13,7 +13,10 @@
 
 namespace poincare::format {
 
-constexpr std::uint32_t kVersion = 1;
+// Version 2: level-0 lists of 2M links in place plus relocated lists (version 1 reserved 4
+// repair slots in every list; its graph files are still read, and converted).
+constexpr std::uint32_t kVersion = 2;
+constexpr std::uint32_t kOldestVersion = 1;
 
 // Writes ids, deletion flags and float32 vectors; fsyncs the file before returning.
 void write_vectors(const std::string& path, const VectorStorage& storage);

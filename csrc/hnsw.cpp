@@ -106,11 +106,24 @@ void HnswGraph::reserve(std::size_t n) {
 }
 
 std::uint32_t* HnswGraph::links_at(std::uint32_t slot, int level) {
-  if (level == 0) return level0_.data() + slot * level0_stride();
+  if (level == 0) return const_cast<std::uint32_t*>(level0_list(slot));
   return upper_.data() + upper_offset_[slot] + static_cast<std::size_t>(level - 1) * upper_stride();
 }
+std::uint32_t* HnswGraph::level0_with_room(std::uint32_t slot) {
+  std::uint32_t* l = links_at(slot, 0);
+  if (is_relocated(slot) || l[0] < max_links(0)) return l;
+  // A full list in place: copy it to a relocated list (count and links) and point the head at
+  // it. The head stays a relocation for the node's life; the in-place words stay unused.
+  const std::size_t index = relocated_.size() / relocated_stride();
+  if (index >= kRelocated) throw InvalidArgument("too many relocated link lists");
+  relocated_.insert(relocated_.end(), l, l + level0_stride());
+  relocated_.resize((index + 1) * relocated_stride(), 0);
+  l[0] = kRelocated | static_cast<std::uint32_t>(index);
+  return relocated_.data() + index * relocated_stride();
+}
+
 const std::uint32_t* HnswGraph::links_at(std::uint32_t slot, int level) const {
-  if (level == 0) return level0_.data() + slot * level0_stride();
+  if (level == 0) return level0_list(slot);
   return upper_.data() + upper_offset_[slot] + static_cast<std::size_t>(level - 1) * upper_stride();
 }
 
@@ -304,11 +317,16 @@ std::uint32_t HnswGraph::connect(const VectorStorage& storage, std::uint32_t slo
       const std::uint32_t o = old_links[i];
       pruned.push_back({l2sq(vn, storage.vector(o), dim) * an * storage.rank_factor(o), o});
     }
-    select_neighbors(storage, pruned, cap, cap);
+    // Links the repair placed here stay (up to the list's capacity): dropping one would orphan
+    // its target again, and the next repair would have to search for it. A list in place has
+    // no slots beyond 2M, so the heuristic leaves room for them there.
+    const std::size_t limit = level == 0 ? level0_capacity(n) : cap;
+    std::size_t n_repair = 0;
+    if (level == 0)
+      for (const std::uint32_t o : old_links) n_repair += repair_source_.get(o) == n;
+    const std::size_t n_select = std::min(cap, limit - std::min(limit, n_repair));
+    select_neighbors(storage, pruned, n_select, n_select);
     if (level == 0) {
-      // Links the repair placed here stay (up to the reserved slots): dropping one would
-      // orphan its target again, and the next repair would have to search for it.
-      const std::size_t limit = cap + kRepairSlots;
       for (const std::uint32_t o : old_links) {
         if (pruned.size() >= limit) break;
         if (repair_source_.get(o) != n) continue;
@@ -480,7 +498,8 @@ void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t
 }
 
 void HnswGraph::memory(std::vector<std::pair<std::string, std::size_t>>& out) const {
-  out.emplace_back("level0_links", level0_.capacity() * sizeof(std::uint32_t));
+  out.emplace_back("level0_links",
+                   (level0_.capacity() + relocated_.capacity()) * sizeof(std::uint32_t));
   out.emplace_back("upper_links",
                    (upper_.capacity() + upper_offset_.capacity()) * sizeof(std::uint32_t));
   out.emplace_back("levels", levels_.capacity());
@@ -492,6 +511,7 @@ void HnswGraph::memory(std::vector<std::pair<std::string, std::size_t>>& out) co
 std::unique_ptr<HnswGraph> HnswGraph::restore(const HnswParams& params,
                                               std::vector<std::int8_t> levels,
                                               std::vector<std::uint32_t> level0,
+                                              std::vector<std::uint32_t> relocated,
                                               std::vector<std::uint32_t> upper, std::uint32_t entry,
                                               int max_level) {
   auto g = std::make_unique<HnswGraph>(params);
@@ -504,11 +524,35 @@ std::unique_ptr<HnswGraph> HnswGraph::restore(const HnswParams& params,
     total += static_cast<std::size_t>(levels[s]) * g->upper_stride();
     if (total > UINT32_MAX) throw FormatError("too many upper-level links");
   }
-  if (level0.size() != n * g->level0_stride() || upper.size() != total)
+  if (level0.size() != n * g->level0_stride() || upper.size() != total ||
+      relocated.size() % g->relocated_stride() != 0)
     throw FormatError("graph arrays disagree in length");
+  // Every head is a count that fits in place or names a relocated list no other node names,
+  // and every relocated list's count fits it: links_at() follows them unchecked.
+  const std::size_t n_relocated = relocated.size() / g->relocated_stride();
+  std::vector<std::uint8_t> named(n_relocated, 0);
+  for (std::size_t s = 0; s < n; ++s) {
+    const std::uint32_t head = level0[s * g->level0_stride()];
+    if ((head & kRelocated) == 0) {
+      if (head > g->max_links(0))
+        throw FormatError("node " + std::to_string(s) + " has " + std::to_string(head) +
+                          " level-0 links, more than " + std::to_string(g->max_links(0)));
+      continue;
+    }
+    const std::size_t index = head & ~kRelocated;
+    if (index >= n_relocated || named[index])
+      throw FormatError("node " + std::to_string(s) + " names relocated list " +
+                        std::to_string(index) + ", which is missing or taken");
+    named[index] = 1;
+    if (relocated[index * g->relocated_stride()] > g->max_links(0) + kRepairSlots)
+      throw FormatError("relocated list " + std::to_string(index) + " holds too many links");
+  }
+  for (std::size_t i = 0; i < n_relocated; ++i)
+    if (!named[i]) throw FormatError("relocated list " + std::to_string(i) + " belongs to no node");
   g->upper_offset_ = std::move(offsets);
   g->levels_ = std::move(levels);
   g->level0_.assign(level0.begin(), level0.end());
+  g->relocated_ = std::move(relocated);
   g->upper_ = std::move(upper);
   g->entry_ = entry;
   g->max_level_ = max_level;

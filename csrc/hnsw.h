@@ -35,6 +35,8 @@ struct GraphStats {
   // live nodes but the entry point with no level-0 in-link from a node at their depth or
   // shallower (see link_from_above)
   std::size_t without_way_down = 0;
+  // level-0 lists the repair moved to make room beyond 2M links (see kRepairSlots)
+  std::size_t relocated_lists = 0;
 };
 
 class HnswGraph {
@@ -119,9 +121,14 @@ class HnswGraph {
   void memory(std::vector<std::pair<std::string, std::size_t>>& out) const;
 
   // ---- raw access for the file format ----
-  // Level-0 slots reserved for repair links (see repair_connectivity): lists hold up to 2M
-  // links from construction plus kRepairSlots from the repair.
+  // Room for repair links beyond 2M (see repair_connectivity): a level-0 list holds up to 2M
+  // links in place; the repair moves a full list that must take one more to a relocated list
+  // of 2M + kRepairSlots. Under 1 % of the nodes ever need one (0.2-0.7 % on the 100k
+  // hierarchy, GloVe and boundary trees), so reserving the slots in every list cost 16 bytes a
+  // point for nothing.
   static constexpr std::size_t kRepairSlots = 4;
+  // The head word of a relocated level-0 list: this bit, and the list's number in relocated_.
+  static constexpr std::uint32_t kRelocated = 0x80000000u;
   // The heuristic drops a candidate e that a kept neighbour r is nearer to than the base is,
   // trusting r to lead on to e. A node much nearer the origin (a(r) < a(e) / kCoverRatio) is
   // near everything deeper and its list cannot hold the crowd beneath it, so it never stands in
@@ -146,31 +153,53 @@ class HnswGraph {
   static bool from_above(const VectorStorage& storage, std::uint32_t s, std::uint32_t u) {
     return storage.rank_factor(s) <= storage.rank_factor(u);
   }
-  static std::size_t level0_stride_for(int M) {
-    return 1 + 2 * static_cast<std::size_t>(M) + kRepairSlots;
-  }
+  static std::size_t level0_stride_for(int M) { return 1 + 2 * static_cast<std::size_t>(M); }
+  static std::size_t relocated_stride_for(int M) { return level0_stride_for(M) + kRepairSlots; }
   std::size_t level0_stride() const { return level0_stride_for(params_.M); }
+  std::size_t relocated_stride() const { return relocated_stride_for(params_.M); }
   std::size_t upper_stride() const { return 1 + static_cast<std::size_t>(params_.M); }
   const BigVector<std::uint32_t>& level0_links() const { return level0_; }
-  // [count, links...] of `slot` on level 0 (inline: read once per hop by the searches).
+  // [count, links...] of `slot` on level 0, in place or relocated (inline: read once per hop
+  // by the searches; the branch is all but never taken).
   const std::uint32_t* level0_list(std::uint32_t slot) const {
-    return level0_.data() + static_cast<std::size_t>(slot) * level0_stride();
+    const std::uint32_t* l = level0_.data() + static_cast<std::size_t>(slot) * level0_stride();
+    const std::uint32_t head = *l;
+    if (__builtin_expect((head & kRelocated) != 0, 0))
+      return relocated_.data() + static_cast<std::size_t>(head & ~kRelocated) * relocated_stride();
+    return l;
   }
+  // Whether `slot`'s level-0 list was relocated (it may hold 2M + kRepairSlots links).
+  bool is_relocated(std::uint32_t slot) const {
+    return (level0_[static_cast<std::size_t>(slot) * level0_stride()] & kRelocated) != 0;
+  }
+  // Relocated level-0 lists, one after another (relocated_stride() words each).
+  const std::vector<std::uint32_t>& relocated_links() const { return relocated_; }
   // [count, links...] of `slot` on `level` (level <= level(slot)).
   const std::uint32_t* links(std::uint32_t slot, int level) const { return links_at(slot, level); }
   // All upper-level lists, node after node (node s holds level(s) lists of upper_stride()).
   const std::vector<std::uint32_t>& upper_links() const { return upper_; }
   const std::vector<std::int8_t>& levels() const { return levels_; }
   // Rebuilds a graph from saved arrays; call check_integrity() before trusting it.
+  // Throws FormatError unless every relocated head names a distinct relocated list and every
+  // list's count fits its capacity.
   static std::unique_ptr<HnswGraph> restore(const HnswParams& params,
                                             std::vector<std::int8_t> levels,
                                             std::vector<std::uint32_t> level0,
+                                            std::vector<std::uint32_t> relocated,
                                             std::vector<std::uint32_t> upper, std::uint32_t entry,
                                             int max_level);
 
  private:
   std::uint32_t* links_at(std::uint32_t slot, int level);
   const std::uint32_t* links_at(std::uint32_t slot, int level) const;
+  // The level-0 list of `slot` with room for one more link (count < 2M + kRepairSlots on
+  // entry), relocating a full in-place list first: pointers to relocated lists taken before
+  // are invalid afterwards. Only the repair calls it (not concurrent with insert() or search()).
+  std::uint32_t* level0_with_room(std::uint32_t slot);
+  // Links a level-0 list of `slot` may hold now: 2M in place, 2M + kRepairSlots relocated.
+  std::size_t level0_capacity(std::uint32_t slot) const {
+    return max_links(0) + (is_relocated(slot) ? kRepairSlots : 0);
+  }
   std::size_t max_links(int level) const {
     return level == 0 ? 2 * static_cast<std::size_t>(params_.M)
                       : static_cast<std::size_t>(params_.M);
@@ -212,7 +241,8 @@ class HnswGraph {
   HnswParams params_;
   double level_mult_;
   std::vector<std::int8_t> levels_;
-  BigVector<std::uint32_t> level0_;          // per slot: [count, 2M + kRepairSlots links]
+  BigVector<std::uint32_t> level0_;          // per slot: [count, 2M links], or a relocated head
+  std::vector<std::uint32_t> relocated_;     // [count, 2M + kRepairSlots links] per relocated list
   std::vector<std::uint32_t> upper_;         // node after node: levels x [count, M links]
   std::vector<std::uint32_t> upper_offset_;  // where node s's lists start in upper_
   // Per slot, up to kRepairBackups nodes that were near it when it was inserted but not chosen

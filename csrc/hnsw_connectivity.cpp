@@ -78,6 +78,7 @@ std::size_t HnswGraph::link_from_above(const VectorStorage& storage, ThreadPool&
     for (const Candidate& c : sources[j]) {
       std::uint32_t* l = links_at(c.second, 0);
       if (l[0] >= cap || std::find(l + 1, l + 1 + l[0], u) != l + 1 + l[0]) continue;
+      l = level0_with_room(c.second);
       l[1 + l[0]] = u;
       ++l[0];
       repair_source_.set(u, c.second);
@@ -210,6 +211,7 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
       std::uint32_t* l = links_at(from, 0);
       repair_source_.set(u, from);
       if (l[0] < cap) {
+        l = level0_with_room(from);
         l[1 + l[0]] = u;
         ++l[0];
       } else {
@@ -235,6 +237,7 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
         std::uint32_t* lu = links_at(u, 0);
         if (in_degree[dropped] == 0 && lu[0] < cap &&
             std::find(lu + 1, lu + 1 + lu[0], dropped) == lu + 1 + lu[0]) {
+          lu = level0_with_room(u);
           lu[1 + lu[0]] = dropped;
           ++lu[0];
           repair_source_.set(dropped, u);
@@ -280,7 +283,7 @@ bool HnswGraph::link_new_nodes(const VectorStorage& storage,
     }
     if (linked) continue;
     if (from == kNone) return false;
-    std::uint32_t* l = links_at(from, 0);
+    std::uint32_t* l = level0_with_room(from);
     l[1 + l[0]] = v;
     ++l[0];
     // Kept as a repair link: a later re-selection of `from`'s list does not prune it.
@@ -316,12 +319,15 @@ GraphStats HnswGraph::check_integrity(const std::uint8_t* deleted) const {
     const std::size_t end = s + 1 < n ? upper_offset_[s + 1] : upper_.size();
     if (end - upper_offset_[s] != static_cast<std::size_t>(lv) * upper_stride())
       throw FormatError("node " + std::to_string(s) + " has a wrong number of upper link lists");
+    st.relocated_lists += is_relocated(static_cast<std::uint32_t>(s));
     for (int l = 0; l <= lv; ++l) {
       const std::uint32_t* links = links_at(static_cast<std::uint32_t>(s), l);
-      if (links[0] > max_links(l) + (l == 0 ? kRepairSlots : 0))
+      const std::size_t capacity =
+          l == 0 ? level0_capacity(static_cast<std::uint32_t>(s)) : max_links(l);
+      if (links[0] > capacity)
         throw FormatError("node " + std::to_string(s) + " level " + std::to_string(l) + " has " +
                           std::to_string(links[0]) + " links, more than " +
-                          std::to_string(max_links(l)));
+                          std::to_string(capacity));
       if (above && links[0] != 0)
         throw FormatError("node " + std::to_string(s) + " is above the top level and has links");
       const std::uint64_t tag =

@@ -524,7 +524,8 @@ class PoincareIndex(_IndexBase):
         returns counters: ``unreachable``, live nodes the level-0 graph cannot reach from the
         entry point, and ``without_way_down``, live nodes (the entry point aside) that no node at
         their depth or shallower links to on level 0. Every build and removal repairs both; the
-        second stays above 0 only where every candidate source's reserved slots are full."""
+        second stays above 0 only where every candidate source's repair slots are full.
+        ``relocated_lists``: level-0 lists the repair moved to hold more than 2M links."""
         return dict(self._core.check_integrity())
 
     def __repr__(self) -> str:

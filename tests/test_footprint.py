@@ -62,7 +62,10 @@ def test_memory_usage_adds_up_to_the_arrays_it_names():
     usage = index.memory_usage()
     # One large add allocates what it needs, not a doubling's slack.
     assert usage["vectors"] == n * dim * 4
-    assert usage["level0_links"] == n * (1 + 2 * 8 + 4) * 4
+    # Lists of 2M links in place, plus the few relocated ones the repair made room in (2M + 4
+    # links each; a vector's doubling slack at most).
+    in_place = n * (1 + 2 * 8) * 4
+    assert in_place < usage["level0_links"] <= in_place + 2 * 0.05 * n * (1 + 2 * 8 + 4) * 4
     assert usage["column_t"] == n * 8
     assert set(usage) >= {"rank_factors", "ids", "flags", "upper_links", "levels", "repair"}
     assert all(isinstance(v, int) and v >= 0 for v in usage.values())

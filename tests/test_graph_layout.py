@@ -1,0 +1,131 @@
+"""Level-0 lists hold 2M links in place; the repair relocates the few that need more. Files of
+format version 1 (4 repair slots reserved in every list) still load, converted; crafted
+relocation heads are refused."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import poincare_index as pi
+from poincare_index.datasets import boundary_tree
+
+V1 = Path(__file__).parent / "data" / "format_v1"
+REPAIR_SLOTS = 4
+
+
+def _boundary_index(n: int = 3000, M: int = 8) -> tuple[pi.PoincareIndex, np.ndarray]:
+    x = boundary_tree(n, 16, seed=1).points
+    index = pi.PoincareIndex(16, M=M, num_threads=1)
+    index.add(x)
+    return index, x
+
+
+def _level0(index: pi.PoincareIndex) -> list[list[int]]:
+    return [list(index._core.neighbors(i, 0)) for i in range(index.ntotal)]
+
+
+def test_boundary_crowds_relocate_a_few_lists_to_take_repair_links():
+    index, x = _boundary_index()
+    stats = index.check_integrity()
+    assert stats["unreachable"] == 0
+    lists = _level0(index)
+    over = sum(len(lst) > 2 * 8 for lst in lists)
+    # Lists over 2M exist, each relocated; none exceeds 2M plus the repair slots.
+    assert over > 0 and stats["relocated_lists"] >= over
+    assert stats["relocated_lists"] < 0.02 * index.ntotal
+    assert max(len(lst) for lst in lists) <= 2 * 8 + REPAIR_SLOTS
+
+
+def test_relocated_lists_survive_a_round_trip(tmp_path):
+    index, x = _boundary_index()
+    q = boundary_tree(3100, 16, seed=2).points[:50]
+    index.ef_search = 48
+    D, I = index.search(q, 10)
+    index.save(tmp_path / "ix")
+    loaded = pi.PoincareIndex.load(tmp_path / "ix")
+    loaded.ef_search = 48
+    assert loaded.check_integrity() == index.check_integrity()
+    assert _level0(loaded) == _level0(index)
+    D2, I2 = loaded.search(q, 10)
+    np.testing.assert_array_equal(I2, I)
+    np.testing.assert_array_equal(D2, D)
+    # Adds after loading keep the relocated lists working (re-selection, repair).
+    extra = boundary_tree(600, 16, seed=3).points
+    loaded.add(extra)
+    assert loaded.check_integrity()["unreachable"] == 0
+
+
+def test_a_version_1_file_loads_with_every_link_and_result_of_the_build_that_wrote_it():
+    # Written by the build before this layout (tests/data/format_v1: 600 boundary-tree points,
+    # M=4, ids 3i + 7, five removed); it recorded its level-0 lists and results there.
+    loaded = pi.PoincareIndex.load(V1 / "index")
+    counts = np.load(V1 / "neighbor_counts.npy")
+    flat = np.load(V1 / "neighbors.npy")
+    assert counts.max() > 2 * 4  # the file holds lists that used the reserved repair slots
+    ids = np.arange(600, dtype=np.int64)[5:] * 3 + 7
+    at = 0
+    for node_id, c in zip(ids, counts):
+        assert list(loaded._core.neighbors(int(node_id), 0)) == flat[at : at + c].tolist()
+        at += c
+    assert loaded.check_integrity()["relocated_lists"] >= int((counts > 8).sum())
+    loaded.ef_search = 64
+    D, I = loaded.search(np.load(V1 / "queries.npy"), 10)
+    np.testing.assert_array_equal(I, np.load(V1 / "expected_I.npy"))
+    np.testing.assert_array_equal(D, np.load(V1 / "expected_D.npy"))
+
+
+# ---- crafted relocation heads ---------------------------------------------------------------
+
+
+def _graph_layout(path: Path) -> tuple[bytearray, int, int, int, int]:
+    """(bytes, n, n_relocated, offset of level-0 lists, offset of relocated lists) of a v2 file."""
+    data = bytearray(path.read_bytes())
+    (header_bytes,) = struct.unpack_from("<I", data, 12)
+    M, _efc, _seed, _top, _entry, n, n_relocated = struct.unpack_from("<IIQiIQQ", data, 16)
+    level0_at = header_bytes + n + (-(header_bytes + n)) % 4
+    return data, n, n_relocated, level0_at, level0_at + n * (1 + 2 * M) * 4
+
+
+def _rewrite(path: Path, data: bytearray) -> None:
+    """Writes the crafted bytes with a recomputed CRC trailer and manifest entry."""
+    struct.pack_into("<I", data, len(data) - 8, zlib.crc32(bytes(data[:-8])))
+    path.write_bytes(bytes(data))
+    from fuzz.mutators import _fix_size_in_manifest
+
+    _fix_size_in_manifest(path)
+
+
+def _saved(tmp_path: Path) -> tuple[Path, list[int]]:
+    index, _ = _boundary_index(n=1500)
+    index.save(tmp_path / "ix")
+    graph = next((tmp_path / "ix").glob("graph-*.bin"))
+    data, n, n_rel, level0_at, _ = _graph_layout(graph)
+    stride = 4 * (1 + 2 * 8)
+    heads = [i for i in range(n) if struct.unpack_from("<I", data, level0_at + i * stride)[0] & 0x80000000]
+    assert len(heads) == n_rel >= 2
+    return graph, heads
+
+
+@pytest.mark.parametrize("crafted", ["missing list", "list named twice", "count past capacity"])
+def test_crafted_relocation_heads_are_refused(tmp_path, crafted):
+    graph, heads = _saved(tmp_path)
+    data, n, n_rel, level0_at, relocated_at = _graph_layout(graph)
+    stride = 4 * (1 + 2 * 8)
+    if crafted == "missing list":
+        struct.pack_into("<I", data, level0_at + heads[0] * stride, 0x80000000 | n_rel)
+        message = "missing or taken"
+    elif crafted == "list named twice":
+        first = struct.unpack_from("<I", data, level0_at + heads[0] * stride)[0]
+        struct.pack_into("<I", data, level0_at + heads[1] * stride, first)
+        message = "missing or taken"
+    else:
+        struct.pack_into("<I", data, relocated_at, 2 * 8 + REPAIR_SLOTS + 1)
+        message = "too many links"
+    _rewrite(graph, data)
+    with pytest.raises(pi.IndexFormatError, match=message):
+        pi.PoincareIndex.load(tmp_path / "ix")
