@@ -203,7 +203,11 @@ void write_vectors(const std::string& path, const VectorStorage& s) {
     s.copy_ids(ids.data());
     w.put_array(ids.data(), ids.size());
   }
-  w.put_array(s.deleted_flags(), s.slots());
+  {
+    std::vector<std::uint8_t> deleted(s.slots());
+    s.copy_deleted(deleted.data());
+    w.put_array(deleted.data(), deleted.size());
+  }
   w.pad_to(8);
   w.put_array(s.vectors(), s.slots() * s.dim());
   w.write_file(path);

@@ -57,7 +57,8 @@ void HnswParams::validate() const {
     throw InvalidArgument("ef_construction must be >= 1, got " + std::to_string(ef_construction));
 }
 
-HnswGraph::HnswGraph(const HnswParams& params) : params_(params) {
+HnswGraph::HnswGraph(const HnswParams& params)
+    : params_(params), node_locks_(new SpinLock[kLockStripes]) {
   params_.validate();
   level_mult_ = 1.0 / std::log(static_cast<double>(params_.M));
 }
@@ -77,19 +78,13 @@ void HnswGraph::grow(std::size_t n) {
   level0_.resize(n * level0_stride(), 0);
   repair_backups_.resize((n - std::min(n, backups_base_)) * kRepairBackups, kNone);
   repair_source_.resize(n);
-  upper_offset_.resize(n);
   for (std::size_t s = old; s < n; ++s) {
     const int lv = draw_level(static_cast<std::uint32_t>(s));
     levels_[s] = static_cast<std::int8_t>(lv);
     if (upper_.size() + static_cast<std::size_t>(lv) * upper_stride() > UINT32_MAX)
       throw InvalidArgument("too many upper-level links for one index");
-    upper_offset_[s] = static_cast<std::uint32_t>(upper_.size());
+    note_upper_lists(s, lv);
     upper_.resize(upper_.size() + static_cast<std::size_t>(lv) * upper_stride(), 0);
-  }
-  if (n > lock_capacity_) {
-    const std::size_t cap = std::max(n, lock_capacity_ * 2);
-    node_locks_.reset(new SpinLock[cap]);
-    lock_capacity_ = cap;
   }
 }
 
@@ -101,14 +96,36 @@ void HnswGraph::reserve(std::size_t n) {
   reserve_amortised(levels_, n);
   reserve_amortised(level0_, n * level0_stride());
   repair_source_.reserve(n);
-  reserve_amortised(upper_offset_, n);
+  reserve_amortised(upper_rank_start_, (n + 63) / 64);
+  reserve_amortised(upper_mask_, (n + 63) / 64);
+  reserve_amortised(upper_node_offset_, upper / upper_stride());
   reserve_amortised(upper_, upper);
 }
 
 std::uint32_t* HnswGraph::links_at(std::uint32_t slot, int level) {
   if (level == 0) return const_cast<std::uint32_t*>(level0_list(slot));
-  return upper_.data() + upper_offset_[slot] + static_cast<std::size_t>(level - 1) * upper_stride();
+  return upper_.data() + upper_offset(slot) + static_cast<std::size_t>(level - 1) * upper_stride();
 }
+
+void HnswGraph::note_upper_lists(std::size_t slot, int level) {
+  if (slot % 64 == 0) {
+    upper_rank_start_.push_back(static_cast<std::uint32_t>(upper_node_offset_.size()));
+    upper_mask_.push_back(0);
+  }
+  if (level == 0) return;
+  upper_mask_[slot / 64] |= std::uint64_t{1} << (slot % 64);
+  upper_node_offset_.push_back(static_cast<std::uint32_t>(upper_.size()));
+}
+
+std::size_t HnswGraph::upper_offset(std::uint32_t slot) const {
+  // Its rank among the slots with upper levels: those before its block, then the set bits of
+  // its block below it (one popcount; the descent asks for every neighbour it prefetches).
+  const std::size_t block = slot >> 6;
+  const std::uint64_t before = upper_mask_[block] & ((std::uint64_t{1} << (slot & 63)) - 1);
+  return upper_node_offset_[upper_rank_start_[block] +
+                            static_cast<std::size_t>(__builtin_popcountll(before))];
+}
+
 std::uint32_t* HnswGraph::level0_with_room(std::uint32_t slot) {
   std::uint32_t* l = links_at(slot, 0);
   if (is_relocated(slot) || l[0] < max_links(0)) return l;
@@ -116,6 +133,9 @@ std::uint32_t* HnswGraph::level0_with_room(std::uint32_t slot) {
   // it. The head stays a relocation for the node's life; the in-place words stay unused.
   const std::size_t index = relocated_.size() / relocated_stride();
   if (index >= kRelocated) throw InvalidArgument("too many relocated link lists");
+  // 1/8 slack, not a doubling's: the lists grow by a few per repair, for the index's life.
+  if (relocated_.capacity() < relocated_.size() + relocated_stride())
+    relocated_.reserve(relocated_.size() + relocated_stride() + relocated_.size() / 8);
   relocated_.insert(relocated_.end(), l, l + level0_stride());
   relocated_.resize((index + 1) * relocated_stride(), 0);
   l[0] = kRelocated | static_cast<std::uint32_t>(index);
@@ -124,7 +144,7 @@ std::uint32_t* HnswGraph::level0_with_room(std::uint32_t slot) {
 
 const std::uint32_t* HnswGraph::links_at(std::uint32_t slot, int level) const {
   if (level == 0) return level0_list(slot);
-  return upper_.data() + upper_offset_[slot] + static_cast<std::size_t>(level - 1) * upper_stride();
+  return upper_.data() + upper_offset(slot) + static_cast<std::size_t>(level - 1) * upper_stride();
 }
 
 // Beam search on one level during construction: link lists are copied with relaxed loads
@@ -275,7 +295,7 @@ std::uint32_t HnswGraph::connect(const VectorStorage& storage, std::uint32_t slo
                    static_cast<std::size_t>(params_.M), backups, kRepairBackups);
   const std::size_t cap = max_links(level);
   {
-    std::lock_guard<SpinLock> g(node_locks_[slot]);
+    std::lock_guard<SpinLock> g(lock_of(slot));
     std::uint32_t* l = links_at(slot, level);
     for (std::size_t i = 0; i < selected.size(); ++i) store_relaxed(l + 1 + i, selected[i].second);
     store_relaxed(l, static_cast<std::uint32_t>(selected.size()));
@@ -288,7 +308,7 @@ std::uint32_t HnswGraph::connect(const VectorStorage& storage, std::uint32_t slo
   auto& old_links = scratch.old_links;
   for (const Candidate& c : selected) {
     const std::uint32_t n = c.second;
-    std::lock_guard<SpinLock> g(node_locks_[n]);
+    std::lock_guard<SpinLock> g(lock_of(n));
     std::uint32_t* l = links_at(n, level);
     const std::uint32_t count = l[0];
     if (std::find(l + 1, l + 1 + count, slot) != l + 1 + count) continue;
@@ -500,12 +520,14 @@ void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t
 void HnswGraph::memory(std::vector<std::pair<std::string, std::size_t>>& out) const {
   out.emplace_back("level0_links",
                    (level0_.capacity() + relocated_.capacity()) * sizeof(std::uint32_t));
-  out.emplace_back("upper_links",
-                   (upper_.capacity() + upper_offset_.capacity()) * sizeof(std::uint32_t));
+  out.emplace_back("upper_links", (upper_.capacity() + upper_rank_start_.capacity() +
+                                   upper_node_offset_.capacity()) *
+                                          sizeof(std::uint32_t) +
+                                      upper_mask_.capacity() * sizeof(std::uint64_t));
   out.emplace_back("levels", levels_.capacity());
   out.emplace_back("repair",
                    repair_backups_.capacity() * sizeof(std::uint32_t) + repair_source_.bytes());
-  out.emplace_back("node_locks", lock_capacity_ * sizeof(SpinLock));
+  out.emplace_back("node_locks", kLockStripes * sizeof(SpinLock));
 }
 
 std::unique_ptr<HnswGraph> HnswGraph::restore(const HnswParams& params,
@@ -516,11 +538,9 @@ std::unique_ptr<HnswGraph> HnswGraph::restore(const HnswParams& params,
                                               int max_level) {
   auto g = std::make_unique<HnswGraph>(params);
   const std::size_t n = levels.size();
-  std::vector<std::uint32_t> offsets(n);
   std::size_t total = 0;
   for (std::size_t s = 0; s < n; ++s) {
     if (levels[s] < 0) throw FormatError("negative level");
-    offsets[s] = static_cast<std::uint32_t>(total);
     total += static_cast<std::size_t>(levels[s]) * g->upper_stride();
     if (total > UINT32_MAX) throw FormatError("too many upper-level links");
   }
@@ -549,16 +569,23 @@ std::unique_ptr<HnswGraph> HnswGraph::restore(const HnswParams& params,
   }
   for (std::size_t i = 0; i < n_relocated; ++i)
     if (!named[i]) throw FormatError("relocated list " + std::to_string(i) + " belongs to no node");
-  g->upper_offset_ = std::move(offsets);
   g->levels_ = std::move(levels);
+  for (std::size_t s = 0, at = 0; s < n; ++s) {  // the index of the upper lists
+    if (s % 64 == 0) {
+      g->upper_rank_start_.push_back(static_cast<std::uint32_t>(g->upper_node_offset_.size()));
+      g->upper_mask_.push_back(0);
+    }
+    if (g->levels_[s] == 0) continue;
+    g->upper_mask_[s / 64] |= std::uint64_t{1} << (s % 64);
+    g->upper_node_offset_.push_back(static_cast<std::uint32_t>(at));
+    at += static_cast<std::size_t>(g->levels_[s]) * g->upper_stride();
+  }
   g->level0_.assign(level0.begin(), level0.end());
   g->relocated_ = std::move(relocated);
   g->upper_ = std::move(upper);
   g->entry_ = entry;
   g->max_level_ = max_level;
   g->repair_source_.resize(n);  // none known (not saved); later repairs record theirs
-  g->node_locks_.reset(new SpinLock[std::max<std::size_t>(n, 1)]);
-  g->lock_capacity_ = std::max<std::size_t>(n, 1);
   return g;
 }
 

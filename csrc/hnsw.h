@@ -241,10 +241,19 @@ class HnswGraph {
   HnswParams params_;
   double level_mult_;
   std::vector<std::int8_t> levels_;
-  BigVector<std::uint32_t> level0_;          // per slot: [count, 2M links], or a relocated head
-  std::vector<std::uint32_t> relocated_;     // [count, 2M + kRepairSlots links] per relocated list
-  std::vector<std::uint32_t> upper_;         // node after node: levels x [count, M links]
-  std::vector<std::uint32_t> upper_offset_;  // where node s's lists start in upper_
+  BigVector<std::uint32_t> level0_;       // per slot: [count, 2M links], or a relocated head
+  std::vector<std::uint32_t> relocated_;  // [count, 2M + kRepairSlots links] per relocated list
+  std::vector<std::uint32_t> upper_;      // node after node: levels x [count, M links]
+  // Where node s's lists start in upper_, without 4 bytes a slot: the offsets of the slots with
+  // upper levels (1 in M), in slot order, found by rank: per block of 64 slots, which of them
+  // have upper levels and how many such slots precede the block (see upper_offset()).
+  std::vector<std::uint32_t> upper_node_offset_;
+  std::vector<std::uint32_t> upper_rank_start_;
+  std::vector<std::uint64_t> upper_mask_;
+  // Offset in upper_ of node `slot`'s first list; `slot` must have upper levels.
+  std::size_t upper_offset(std::uint32_t slot) const;
+  // Records the upper lists of a slot appended in order (grow()).
+  void note_upper_lists(std::size_t slot, int level);
   // Per slot, up to kRepairBackups nodes that were near it when it was inserted but not chosen
   // as its neighbours (kNone-padded): where the repair looks for an in-link before searching.
   // A build aid only: not saved (a loaded index searches when it repairs).
@@ -262,8 +271,11 @@ class HnswGraph {
   // Per slot, the node holding the in-link the repair gave it (kNone: none). Re-selecting that
   // node's full list keeps the link, so later insertions do not orphan the slot again. Not saved.
   RepairSources repair_source_;
+  // Writers of a node's lists hold the lock of its stripe, one at a time (never two: no order to
+  // keep), so a fixed table does what a lock per node did, without a byte a point.
+  static constexpr std::size_t kLockStripes = 1 << 16;
   std::unique_ptr<SpinLock[]> node_locks_;
-  std::size_t lock_capacity_ = 0;
+  SpinLock& lock_of(std::uint32_t slot) { return node_locks_[slot & (kLockStripes - 1)]; }
   std::mutex entry_mutex_;
   std::uint32_t entry_ = kNone;
   int max_level_ = -1;

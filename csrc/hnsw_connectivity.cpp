@@ -308,6 +308,7 @@ GraphStats HnswGraph::check_integrity(const std::uint8_t* deleted) const {
   if (entry_ != kNone && levels_[entry_] != max_level_)
     throw FormatError("entry point is not on the top level");
   std::vector<std::uint64_t> seen_mark(n, UINT64_MAX);
+  std::size_t upper_words = 0;
   for (std::size_t s = 0; s < n; ++s) {
     const int lv = levels_[s];
     // A node above the top level is one that left the graph (its slot keeps its drawn level
@@ -316,9 +317,10 @@ GraphStats HnswGraph::check_integrity(const std::uint8_t* deleted) const {
     if (lv < 0 || lv > kMaxLevel || (above && (deleted == nullptr || !deleted[s])))
       throw FormatError("node " + std::to_string(s) + " has level " + std::to_string(lv) +
                         " outside [0, " + std::to_string(max_level_) + "]");
-    const std::size_t end = s + 1 < n ? upper_offset_[s + 1] : upper_.size();
-    if (end - upper_offset_[s] != static_cast<std::size_t>(lv) * upper_stride())
+    // Lists are stored node after node: each node's start is the total before it.
+    if (lv > 0 && upper_offset(static_cast<std::uint32_t>(s)) != upper_words)
       throw FormatError("node " + std::to_string(s) + " has a wrong number of upper link lists");
+    upper_words += static_cast<std::size_t>(lv) * upper_stride();
     st.relocated_lists += is_relocated(static_cast<std::uint32_t>(s));
     for (int l = 0; l <= lv; ++l) {
       const std::uint32_t* links = links_at(static_cast<std::uint32_t>(s), l);
@@ -344,6 +346,8 @@ GraphStats HnswGraph::check_integrity(const std::uint8_t* deleted) const {
       st.links += links[0];
     }
   }
+  if (upper_words != upper_.size())
+    throw FormatError("the upper link lists disagree with the levels in length");
   // Reachability on level 0 from the entry point (breadth-first).
   std::vector<std::uint8_t> reached(n, 0);
   std::vector<std::uint32_t> queue;

@@ -14,11 +14,21 @@ namespace poincare {
 // (rank quantity, slot)
 using Candidate = std::pair<float, std::uint32_t>;
 
+// Grows a per-slot mark array to n_slots with 1/16 slack: a run of single-row adds reallocates
+// once per n/16 rows, and a built index keeps ~1 byte a slot per scratch, not a doubling's 2.
+template <typename T>
+void grow_marks(std::vector<T>& marks, std::size_t n_slots) {
+  if (marks.size() >= n_slots) return;
+  if (marks.capacity() < n_slots) marks.reserve(n_slots + n_slots / 16 + 64);
+  marks.resize(marks.capacity(), 0);
+}
+
 struct SearchScratch {
   // visited[slot] == epoch marks slot as seen in the current search; bumping the epoch clears
-  // all marks in O(1) (a full reset only when the 16-bit counter wraps).
-  std::vector<std::uint16_t> visited;
-  std::uint16_t epoch = 0;
+  // all marks in O(1) (a full reset when the 8-bit counter wraps: one memset per 255 searches,
+  // for a byte a slot where 16 bits took two).
+  std::vector<std::uint8_t> visited;
+  std::uint8_t epoch = 0;
   std::vector<Candidate> frontier;   // min-heap by rank (stored negated in a max-heap)
   std::vector<Candidate> results;    // max-heap by rank, at most ef entries
   std::vector<std::uint32_t> links;  // copy of a link list read under its lock
@@ -29,7 +39,7 @@ struct SearchScratch {
   std::uint32_t fresh[2 * 256 + 4];
 
   void begin(std::size_t n_slots) {
-    if (visited.size() < n_slots) visited.resize(n_slots + n_slots / 4 + 1024, 0);
+    grow_marks(visited, n_slots);
     if (++epoch == 0) {
       std::fill(visited.begin(), visited.end(), 0);
       epoch = 1;
@@ -43,10 +53,10 @@ struct SearchScratch {
   // Slots scored in the current fused query, kept apart from the visited marks: one query may
   // walk the graph more than once (each walk starts with begin()) and scan time buckets, and a
   // slot must be offered to the top k at most once whichever part reaches it first.
-  std::vector<std::uint16_t> scored;
-  std::uint16_t scored_epoch = 0;
+  std::vector<std::uint8_t> scored;
+  std::uint8_t scored_epoch = 0;
   void begin_scoring(std::size_t n_slots) {
-    if (scored.size() < n_slots) scored.resize(n_slots + n_slots / 4 + 1024, 0);
+    grow_marks(scored, n_slots);
     if (++scored_epoch == 0) {
       std::fill(scored.begin(), scored.end(), 0);
       scored_epoch = 1;

@@ -22,7 +22,6 @@ void VectorStorage::reserve(std::size_t n_slots) {
   reserve_amortised(rank_factor_, n_slots);
   if (!identity_ids_) reserve_amortised(ids_, n_slots);
   reserve_amortised(deleted_, n_slots);
-  reserve_amortised(released_flag_, n_slots);
 }
 
 void VectorStorage::check_new_ids(const std::int64_t* ids, std::size_t n) const {
@@ -55,7 +54,7 @@ void VectorStorage::check_placement(const std::uint32_t* where, std::size_t n) c
   std::unordered_set<std::uint32_t> seen;
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint32_t s = where[i];
-    const bool released = s < slots() && released_flag_[s] && next_new == slots();
+    const bool released = s < slots() && (deleted_[s] & kReleased) != 0 && next_new == slots();
     if (!(released || s == next_new) || !seen.insert(s).second)
       throw InvalidArgument("slot " + std::to_string(s) + " (row " + std::to_string(i) +
                             ") is neither a released slot nor the next new one");
@@ -78,20 +77,18 @@ void VectorStorage::place(const float* x, std::size_t n, const std::int64_t* ids
   vectors_.resize(total * dim_);
   if (!identity_ids_) ids_.resize(total);
   deleted_.resize(total, 0);
-  released_flag_.resize(total, 0);
   rank_factor_.resize(total);
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint32_t slot = where[i];
     std::copy(x + i * dim_, x + (i + 1) * dim_, vectors_.data() + slot * dim_);
     if (!identity_ids_) ids_[slot] = ids[i];
     deleted_[slot] = 0;
-    released_flag_[slot] = 0;
     compute_rank_factor(slot);
     if (!identity_ids_) slot_of_id_.emplace(ids[i], slot);
     if (ids[i] >= id_high_water_) id_high_water_ = ids[i] == INT64_MAX ? INT64_MAX : ids[i] + 1;
   }
   released_.erase(std::remove_if(released_.begin(), released_.end(),
-                                 [&](std::uint32_t s) { return !released_flag_[s]; }),
+                                 [&](std::uint32_t s) { return (deleted_[s] & kReleased) == 0; }),
                   released_.end());
   live_ += n;
 }
@@ -99,7 +96,7 @@ void VectorStorage::place(const float* x, std::size_t n, const std::int64_t* ids
 std::vector<std::uint32_t> VectorStorage::unreleased_deleted() const {
   std::vector<std::uint32_t> out;
   for (std::size_t s = 0; s < slots(); ++s)
-    if (deleted_[s] && !released_flag_[s]) out.push_back(static_cast<std::uint32_t>(s));
+    if (deleted_[s] == kDeleted) out.push_back(static_cast<std::uint32_t>(s));
   return out;
 }
 
@@ -108,8 +105,8 @@ void VectorStorage::release(const std::vector<std::uint32_t>& slots_to_release) 
     if (s >= slots() || !deleted_[s])
       throw InvalidArgument("slot " + std::to_string(s) + " is live or out of range");
   for (const std::uint32_t s : slots_to_release) {
-    if (released_flag_[s]) continue;
-    released_flag_[s] = 1;
+    if (deleted_[s] & kReleased) continue;
+    deleted_[s] |= kReleased;
     released_.push_back(s);
   }
   std::sort(released_.begin(), released_.end());
@@ -132,6 +129,10 @@ void VectorStorage::leave_identity_ids() {
     if (!deleted_[s]) slot_of_id_.emplace(ids_[s], static_cast<std::uint32_t>(s));
 }
 
+void VectorStorage::copy_deleted(std::uint8_t* out) const {
+  for (std::size_t s = 0; s < slots(); ++s) out[s] = deleted_[s] != 0 ? 1 : 0;
+}
+
 void VectorStorage::copy_ids(std::int64_t* out) const {
   const std::size_t n = slots();
   if (identity_ids_)
@@ -150,7 +151,7 @@ std::int64_t VectorStorage::find(std::int64_t id) const {
 bool VectorStorage::remove(std::int64_t id) {
   const std::int64_t slot = find(id);
   if (slot < 0) return false;
-  deleted_[slot] = 1;
+  deleted_[slot] = kDeleted;
   if (!identity_ids_) slot_of_id_.erase(id);
   --live_;
   return true;
@@ -160,8 +161,7 @@ void VectorStorage::memory(std::vector<std::pair<std::string, std::size_t>>& out
   out.emplace_back("vectors", vectors_.capacity() * sizeof(float));
   out.emplace_back("rank_factors", rank_factor_.capacity() * sizeof(float));
   out.emplace_back("ids", ids_.capacity() * sizeof(std::int64_t));
-  out.emplace_back("flags", deleted_.capacity() + released_flag_.capacity() +
-                                released_.capacity() * sizeof(std::uint32_t));
+  out.emplace_back("flags", deleted_.capacity() + released_.capacity() * sizeof(std::uint32_t));
   // libstdc++: a bucket is a pointer; a node holds the next pointer and the pair, rounded up
   // by malloc to 32 bytes.
   // (An empty map points at one static bucket: nothing allocated.)
@@ -195,7 +195,7 @@ VectorStorage VectorStorage::restore(std::size_t dim, double curvature, std::vec
   }
   if (!s.identity_ids_) s.ids_ = std::move(ids);
   s.id_high_water_ = id_high_water;
-  s.released_flag_.assign(n, 0);  // deleted slots are released again by the next consolidation
+  // Deleted slots are not released: the next consolidation releases them again.
   s.rank_factor_.resize(n);
   for (std::size_t i = 0; i < n; ++i) s.compute_rank_factor(i);
   return s;

@@ -46,7 +46,7 @@ class VectorStorage {
   // Marks deleted slots as released: nothing links to them any more, and place() may reuse
   // them. Throws InvalidArgument for a slot that is live.
   void release(const std::vector<std::uint32_t>& slots);
-  bool is_released(std::size_t slot) const { return released_flag_[slot] != 0; }
+  bool is_released(std::size_t slot) const { return (deleted_[slot] & kReleased) != 0; }
 
   const float* vector(std::size_t slot) const { return vectors_.data() + slot * dim_; }
   const float* vectors() const { return vectors_.data(); }
@@ -69,7 +69,10 @@ class VectorStorage {
   // Writes the ids of slots [0, slots()) to `out`.
   void copy_ids(std::int64_t* out) const;
   bool is_deleted(std::size_t slot) const { return deleted_[slot] != 0; }
+  // Per slot, nonzero when deleted (kDeleted, with kReleased once released).
   const std::uint8_t* deleted_flags() const { return deleted_.data(); }
+  // Writes the deletion flags as saved: 1 for deleted, 0 for live (released is not saved).
+  void copy_deleted(std::uint8_t* out) const;
 
   // The live slot holding `id`, or -1.
   std::int64_t find(std::int64_t id) const;
@@ -95,9 +98,10 @@ class VectorStorage {
   BigVector<float> vectors_;
   std::vector<float> rank_factor_;
   std::vector<std::int64_t> ids_;  // empty while identity_ids_
+  // Per slot: kDeleted, plus kReleased when released (reusable); one byte for both flags.
+  static constexpr std::uint8_t kDeleted = 1, kReleased = 2;
   std::vector<std::uint8_t> deleted_;
-  std::vector<std::uint8_t> released_flag_;  // per slot: deleted and released (reusable)
-  std::vector<std::uint32_t> released_;      // the released slots, ascending
+  std::vector<std::uint32_t> released_;  // the released slots, ascending
   // Live ids only, and only once some slot holds an id other than its own number: add()
   // without ids numbers points by slot, and a map entry costs ~40 bytes a point (node,
   // bucket, allocator), more than the graph's upper levels and the factors together.
