@@ -88,6 +88,9 @@ TimeColumns time_columns(const Int64Array& t, const std::optional<Int64Array>& v
 template <typename Core>
 void bind_common(py::class_<Core>& cls) {
   cls.def_property_readonly("dim", &Core::dim)
+      .def_property_readonly("mapped", &Core::mapped)
+      .def_property_readonly("verified", &Core::verified)
+      .def("verify", &Core::verify, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("curvature", &Core::curvature)
       .def_property_readonly("ntotal", &Core::ntotal)
       .def_property_readonly("slots", &Core::slots)
@@ -303,7 +306,7 @@ PYBIND11_MODULE(_core, m) {
   flat.def(py::init<std::size_t, double, int>(), py::arg("dim"), py::arg("curvature"),
            py::arg("num_threads"))
       .def_static("load", &FlatIndexCore::load, py::arg("vectors_path"), py::arg("num_threads"),
-                  py::call_guard<py::gil_scoped_release>());
+                  py::arg("mapped") = false, py::call_guard<py::gil_scoped_release>());
   bind_common(flat);
 
   py::class_<HnswIndexCore> hnsw(m, "HnswIndexCore");
@@ -318,7 +321,8 @@ PYBIND11_MODULE(_core, m) {
            py::arg("dim"), py::arg("curvature"), py::arg("M"), py::arg("ef_construction"),
            py::arg("seed"), py::arg("num_threads"))
       .def_static("load", &HnswIndexCore::load, py::arg("vectors_path"), py::arg("graph_path"),
-                  py::arg("num_threads"), py::call_guard<py::gil_scoped_release>())
+                  py::arg("num_threads"), py::arg("mapped") = false,
+                  py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("M", [](const HnswIndexCore& s) { return s.params().M; })
       .def_property_readonly("ef_construction",
                              [](const HnswIndexCore& s) { return s.params().ef_construction; })

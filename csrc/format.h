@@ -8,27 +8,40 @@
 #include <memory>
 #include <string>
 
+#include "file_frame.h"
 #include "hnsw.h"
 #include "storage.h"
 
 namespace poincare::format {
 
-// Version 2: level-0 lists of 2M links in place plus relocated lists (version 1 reserved 4
-// repair slots in every list; its graph files are still read, and converted).
-constexpr std::uint32_t kVersion = 2;
-constexpr std::uint32_t kOldestVersion = 1;
-
-// Writes ids, deletion flags and float32 vectors; fsyncs the file before returning.
+// Writes ids, deletion flags, float32 vectors and rank factors; fsyncs the file before
+// returning.
 void write_vectors(const std::string& path, const VectorStorage& storage);
+
+// A loaded storage and, after a fast open, the block checksums its mapped arrays are verified
+// against later (file null otherwise).
+struct LoadedVectors {
+  VectorStorage storage;
+  BlockCheck check;
+};
 // Reads a file written by write_vectors; throws FormatError (foreign, truncated, corrupt, other
-// version) or IoError (cannot read).
-VectorStorage read_vectors(const std::string& path);
+// version) or IoError (cannot read). mapped: a fast open (see file_frame.h): the vectors and rank
+// factors stay in the mapped file, checked by the caller's verify(); files of version 1 are read
+// in full all the same.
+LoadedVectors read_vectors(const std::string& path, bool mapped = false);
 
 // Writes the HNSW levels and links; fsyncs.
 void write_graph(const std::string& path, const HnswGraph& graph);
+
+struct LoadedGraph {
+  std::unique_ptr<HnswGraph> graph;
+  BlockCheck check;
+};
 // Reads a graph file and checks it describes `expected_nodes` nodes with valid links.
 // deleted: per node (expected_nodes of them), nonzero when the storage marks it deleted.
-std::unique_ptr<HnswGraph> read_graph(const std::string& path, std::size_t expected_nodes,
-                                      const std::uint8_t* deleted);
+// mapped: the level-0 lists stay in the mapped file, and neither they nor the links are
+// checked until verify() (HnswGraph::validate_heads, check_integrity).
+LoadedGraph read_graph(const std::string& path, std::size_t expected_nodes,
+                       const std::uint8_t* deleted, bool mapped = false);
 
 }  // namespace poincare::format

@@ -334,7 +334,7 @@ void walk_level0(const HnswGraph& graph, const VectorStorage& storage, const Fus
     // As in the plain search, with the time stamps of unvisited nodes prefetched too.
     const std::uint32_t* l = graph.level0_list(c.second);
     expand(
-        l + 1, l[0], q, storage, scratch, scratch.fresh,
+        l + 1, graph.level0_count(c.second, l), q, storage, scratch, scratch.fresh,
         [&](std::uint32_t n) {
           if (time_column == nullptr || n >= time_rows) return;
           prefetch(time_column + n);

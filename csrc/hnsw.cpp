@@ -480,7 +480,9 @@ void HnswGraph::beam_level0(const VectorStorage& storage, const float* q, std::s
         if (!results.empty()) bound = results.front().first;
       }
     };
-    expand(l + 1, l[0], q, storage, scratch, scratch.fresh, [](std::uint32_t) {}, consider);
+    expand(
+        l + 1, level0_count(c.second, l), q, storage, scratch, scratch.fresh, [](std::uint32_t) {},
+        consider);
   }
 }
 
@@ -513,6 +515,10 @@ void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t
       return c.first * storage.rank_factor(c.second);
     });
   }
+  // A NaN rank (only from an unverified mapped file's coordinates) sorts last, not at random:
+  // std::sort needs a strict weak order.
+  for (Candidate& c : out)
+    if (std::isnan(c.first)) c.first = std::numeric_limits<float>::infinity();
   std::sort(out.begin(), out.end());
   if (out.size() > ef) out.resize(ef);
 }
@@ -532,10 +538,10 @@ void HnswGraph::memory(std::vector<std::pair<std::string, std::size_t>>& out) co
 
 std::unique_ptr<HnswGraph> HnswGraph::restore(const HnswParams& params,
                                               std::vector<std::int8_t> levels,
-                                              std::vector<std::uint32_t> level0,
+                                              MappableArray<std::uint32_t> level0,
                                               std::vector<std::uint32_t> relocated,
                                               std::vector<std::uint32_t> upper, std::uint32_t entry,
-                                              int max_level) {
+                                              int max_level, bool check_heads) {
   auto g = std::make_unique<HnswGraph>(params);
   const std::size_t n = levels.size();
   std::size_t total = 0;
@@ -547,28 +553,6 @@ std::unique_ptr<HnswGraph> HnswGraph::restore(const HnswParams& params,
   if (level0.size() != n * g->level0_stride() || upper.size() != total ||
       relocated.size() % g->relocated_stride() != 0)
     throw FormatError("graph arrays disagree in length");
-  // Every head is a count that fits in place or names a relocated list no other node names,
-  // and every relocated list's count fits it: links_at() follows them unchecked.
-  const std::size_t n_relocated = relocated.size() / g->relocated_stride();
-  std::vector<std::uint8_t> named(n_relocated, 0);
-  for (std::size_t s = 0; s < n; ++s) {
-    const std::uint32_t head = level0[s * g->level0_stride()];
-    if ((head & kRelocated) == 0) {
-      if (head > g->max_links(0))
-        throw FormatError("node " + std::to_string(s) + " has " + std::to_string(head) +
-                          " level-0 links, more than " + std::to_string(g->max_links(0)));
-      continue;
-    }
-    const std::size_t index = head & ~kRelocated;
-    if (index >= n_relocated || named[index])
-      throw FormatError("node " + std::to_string(s) + " names relocated list " +
-                        std::to_string(index) + ", which is missing or taken");
-    named[index] = 1;
-    if (relocated[index * g->relocated_stride()] > g->max_links(0) + kRepairSlots)
-      throw FormatError("relocated list " + std::to_string(index) + " holds too many links");
-  }
-  for (std::size_t i = 0; i < n_relocated; ++i)
-    if (!named[i]) throw FormatError("relocated list " + std::to_string(i) + " belongs to no node");
   g->levels_ = std::move(levels);
   for (std::size_t s = 0, at = 0; s < n; ++s) {  // the index of the upper lists
     if (s % 64 == 0) {
@@ -580,13 +564,69 @@ std::unique_ptr<HnswGraph> HnswGraph::restore(const HnswParams& params,
     g->upper_node_offset_.push_back(static_cast<std::uint32_t>(at));
     at += static_cast<std::size_t>(g->levels_[s]) * g->upper_stride();
   }
-  g->level0_.assign(level0.begin(), level0.end());
+  g->level0_ = std::move(level0);
   g->relocated_ = std::move(relocated);
+  if (check_heads) g->validate_heads();
   g->upper_ = std::move(upper);
   g->entry_ = entry;
   g->max_level_ = max_level;
-  g->repair_source_.resize(n);  // none known (not saved); later repairs record theirs
+  g->repair_source_.resize(n);  // filled by restore_repair_sources()
   return g;
+}
+
+std::vector<std::uint32_t> HnswGraph::repair_source_pairs() const {
+  std::vector<std::uint32_t> out;
+  repair_source_.for_each([&](std::uint32_t slot, std::uint32_t source) {
+    out.push_back(slot);
+    out.push_back(source);
+  });
+  // Slot order: the same graph writes the same bytes.
+  std::vector<std::size_t> order(out.size() / 2);
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return out[2 * a] < out[2 * b]; });
+  std::vector<std::uint32_t> sorted;
+  sorted.reserve(out.size());
+  for (const std::size_t i : order) {
+    sorted.push_back(out[2 * i]);
+    sorted.push_back(out[2 * i + 1]);
+  }
+  return sorted;
+}
+
+void HnswGraph::restore_repair_sources(const std::vector<std::uint32_t>& pairs) {
+  for (std::size_t i = 0; i + 1 < pairs.size(); i += 2) {
+    const std::uint32_t slot = pairs[i], source = pairs[i + 1];
+    if (slot >= nodes() || source >= nodes() || slot == source || repair_source_.get(slot) != kNone)
+      throw FormatError("invalid repair source " + std::to_string(source) + " of node " +
+                        std::to_string(slot));
+    repair_source_.set(slot, source);
+  }
+}
+
+void HnswGraph::validate_heads() const {
+  // Every head is a count that fits in place or names a relocated list no other node names,
+  // and every relocated list's count fits it: links_at() follows them unchecked.
+  const std::size_t n_relocated = relocated_.size() / relocated_stride();
+  std::vector<std::uint8_t> named(n_relocated, 0);
+  for (std::size_t s = 0; s < nodes(); ++s) {
+    const std::uint32_t head = level0_[s * level0_stride()];
+    if ((head & kRelocated) == 0) {
+      if (head > max_links(0))
+        throw FormatError("node " + std::to_string(s) + " has " + std::to_string(head) +
+                          " level-0 links, more than " + std::to_string(max_links(0)));
+      continue;
+    }
+    const std::size_t index = head & ~kRelocated;
+    if (index >= n_relocated || named[index])
+      throw FormatError("node " + std::to_string(s) + " names relocated list " +
+                        std::to_string(index) + ", which is missing or taken");
+    named[index] = 1;
+    if (relocated_[index * relocated_stride()] > max_links(0) + kRepairSlots)
+      throw FormatError("relocated list " + std::to_string(index) + " holds too many links");
+  }
+  for (std::size_t i = 0; i < n_relocated; ++i)
+    if (!named[i]) throw FormatError("relocated list " + std::to_string(i) + " belongs to no node");
 }
 
 }  // namespace poincare

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "huge_pages.h"
+#include "mappable_array.h"
 #include "repair_sources.h"
 #include "scratch.h"
 #include "spin_lock.h"
@@ -115,7 +116,9 @@ class HnswGraph {
   // itself or twice to one node, a node above the top level is live or linked, or the entry
   // point is wrong; returns counters otherwise (unreachable counts live nodes only). deleted:
   // per node, nonzero when deleted (null: every node live).
-  GraphStats check_integrity(const std::uint8_t* deleted = nullptr) const;
+  // with_level0 false: the upper levels and the entry point only (a fast open, whose level-0
+  // lists are left in the mapped file until verify()).
+  GraphStats check_integrity(const std::uint8_t* deleted = nullptr, bool with_level0 = true) const;
 
   // Bytes held per structure (capacities), for memory_usage().
   void memory(std::vector<std::pair<std::string, std::size_t>>& out) const;
@@ -129,6 +132,7 @@ class HnswGraph {
   static constexpr std::size_t kRepairSlots = 4;
   // The head word of a relocated level-0 list: this bit, and the list's number in relocated_.
   static constexpr std::uint32_t kRelocated = 0x80000000u;
+  static constexpr std::uint32_t kNoLinks[1] = {0};
   // The heuristic drops a candidate e that a kept neighbour r is nearer to than the base is,
   // trusting r to lead on to e. A node much nearer the origin (a(r) < a(e) / kCoverRatio) is
   // near everything deeper and its list cannot hold the crowd beneath it, so it never stands in
@@ -158,15 +162,25 @@ class HnswGraph {
   std::size_t level0_stride() const { return level0_stride_for(params_.M); }
   std::size_t relocated_stride() const { return relocated_stride_for(params_.M); }
   std::size_t upper_stride() const { return 1 + static_cast<std::size_t>(params_.M); }
-  const BigVector<std::uint32_t>& level0_links() const { return level0_; }
+  const MappableArray<std::uint32_t>& level0_links() const { return level0_; }
   // [count, links...] of `slot` on level 0, in place or relocated (inline: read once per hop
   // by the searches; the branch is all but never taken).
   const std::uint32_t* level0_list(std::uint32_t slot) const {
     const std::uint32_t* l = level0_.data() + static_cast<std::size_t>(slot) * level0_stride();
     const std::uint32_t head = *l;
-    if (__builtin_expect((head & kRelocated) != 0, 0))
-      return relocated_.data() + static_cast<std::size_t>(head & ~kRelocated) * relocated_stride();
+    if (__builtin_expect((head & kRelocated) != 0, 0)) {
+      const std::size_t index = head & ~kRelocated;
+      // Checked by validate_heads() on every load but a fast open's: an unverified file's
+      // head naming no list reads as an empty list, not past the array.
+      if (__builtin_expect(index * relocated_stride() >= relocated_.size(), 0)) return kNoLinks;
+      return relocated_.data() + index * relocated_stride();
+    }
     return l;
+  }
+  // The number of links to read from `slot`'s level-0 list `l`: its count, never past its
+  // capacity (an unverified mapped file may hold any count).
+  std::size_t level0_count(std::uint32_t slot, const std::uint32_t* l) const {
+    return std::min<std::size_t>(l[0], level0_capacity(slot));
   }
   // Whether `slot`'s level-0 list was relocated (it may hold 2M + kRepairSlots links).
   bool is_relocated(std::uint32_t slot) const {
@@ -180,14 +194,23 @@ class HnswGraph {
   const std::vector<std::uint32_t>& upper_links() const { return upper_; }
   const std::vector<std::int8_t>& levels() const { return levels_; }
   // Rebuilds a graph from saved arrays; call check_integrity() before trusting it.
-  // Throws FormatError unless every relocated head names a distinct relocated list and every
-  // list's count fits its capacity.
+  // With check_heads, validate_heads() runs first; a fast open (level0 mapped, unread) leaves
+  // it to verify().
   static std::unique_ptr<HnswGraph> restore(const HnswParams& params,
                                             std::vector<std::int8_t> levels,
-                                            std::vector<std::uint32_t> level0,
+                                            MappableArray<std::uint32_t> level0,
                                             std::vector<std::uint32_t> relocated,
                                             std::vector<std::uint32_t> upper, std::uint32_t entry,
-                                            int max_level);
+                                            int max_level, bool check_heads);
+  // Throws FormatError unless every level-0 head is a count that fits in place or names a
+  // relocated list no other node names, and every relocated list's count fits it
+  // (links_at() follows them unchecked).
+  void validate_heads() const;
+  // The repair's sources as (slot, source) pairs in slot order, for the file format.
+  std::vector<std::uint32_t> repair_source_pairs() const;
+  // Sets them from such pairs after restore(); FormatError for a slot or source out of range,
+  // a node its own source, or a slot given twice.
+  void restore_repair_sources(const std::vector<std::uint32_t>& pairs);
 
  private:
   std::uint32_t* links_at(std::uint32_t slot, int level);
@@ -241,7 +264,7 @@ class HnswGraph {
   HnswParams params_;
   double level_mult_;
   std::vector<std::int8_t> levels_;
-  BigVector<std::uint32_t> level0_;       // per slot: [count, 2M links], or a relocated head
+  MappableArray<std::uint32_t> level0_;   // per slot: [count, 2M links], or a relocated head
   std::vector<std::uint32_t> relocated_;  // [count, 2M + kRepairSlots links] per relocated list
   std::vector<std::uint32_t> upper_;      // node after node: levels x [count, M links]
   // Where node s's lists start in upper_, without 4 bytes a slot: the offsets of the slots with

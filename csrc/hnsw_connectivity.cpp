@@ -292,7 +292,7 @@ bool HnswGraph::link_new_nodes(const VectorStorage& storage,
   return true;
 }
 
-GraphStats HnswGraph::check_integrity(const std::uint8_t* deleted) const {
+GraphStats HnswGraph::check_integrity(const std::uint8_t* deleted, bool with_level0) const {
   GraphStats st;
   const std::size_t n = nodes();
   st.nodes = n;
@@ -321,8 +321,8 @@ GraphStats HnswGraph::check_integrity(const std::uint8_t* deleted) const {
     if (lv > 0 && upper_offset(static_cast<std::uint32_t>(s)) != upper_words)
       throw FormatError("node " + std::to_string(s) + " has a wrong number of upper link lists");
     upper_words += static_cast<std::size_t>(lv) * upper_stride();
-    st.relocated_lists += is_relocated(static_cast<std::uint32_t>(s));
-    for (int l = 0; l <= lv; ++l) {
+    if (with_level0) st.relocated_lists += is_relocated(static_cast<std::uint32_t>(s));
+    for (int l = with_level0 ? 0 : 1; l <= lv; ++l) {
       const std::uint32_t* links = links_at(static_cast<std::uint32_t>(s), l);
       const std::size_t capacity =
           l == 0 ? level0_capacity(static_cast<std::uint32_t>(s)) : max_links(l);
@@ -348,6 +348,7 @@ GraphStats HnswGraph::check_integrity(const std::uint8_t* deleted) const {
   }
   if (upper_words != upper_.size())
     throw FormatError("the upper link lists disagree with the levels in length");
+  if (!with_level0) return st;
   // Reachability on level 0 from the entry point (breadth-first).
   std::vector<std::uint8_t> reached(n, 0);
   std::vector<std::uint32_t> queue;

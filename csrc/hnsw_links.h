@@ -54,9 +54,12 @@ inline void expand(const std::uint32_t* links, std::size_t count, const float* q
   const std::size_t row_bytes = dim * sizeof(float);
   for (std::size_t i = 0; i < count; ++i) prefetch(scratch.visited.data() + links[i]);
   std::size_t n_fresh = 0;
+  const std::size_t n_slots = storage.slots();
   for (std::size_t i = 0; i < count; ++i) {
     const std::uint32_t n = links[i];
-    if (scratch.seen(n)) continue;
+    // Out of range only in an unverified mapped file (every load but a fast open checks every
+    // link): skipped, one compare a link.
+    if (n >= n_slots || scratch.seen(n)) continue;
     scratch.mark(n);
     prefetch_row(storage.vector(n), row_bytes);
     also_prefetch(n);

@@ -77,13 +77,13 @@ void IndexCore::validate_new_ids(const std::int64_t* ids, std::size_t n) const {
 }
 
 void IndexCore::reserve(std::size_t n_more) {
-  std::unique_lock<WriterFirstMutex> g(rw_);
+  auto g = write_lock();
   storage_.reserve(storage_.slots() + n_more);
   reserve_structure(storage_.slots() + n_more);
 }
 
 std::vector<std::uint32_t> IndexCore::plan_slots(std::size_t n, bool reuse) {
-  std::unique_lock<WriterFirstMutex> g(rw_);
+  auto g = write_lock();
   const std::size_t pending = storage_.pending_release();
   if (pending > 0) release_deleted(pending * kReleaseEvery >= storage_.slots());
   return storage_.plan(n, reuse);
@@ -92,7 +92,7 @@ std::vector<std::uint32_t> IndexCore::plan_slots(std::size_t n, bool reuse) {
 void IndexCore::add(const float* x, std::size_t n, const std::int64_t* ids,
                     const std::uint32_t* slots) {
   validate_points(x, n, "x");
-  std::unique_lock<WriterFirstMutex> g(rw_);
+  auto g = write_lock();
   storage_.check_new_ids(ids, n);
   storage_.place(x, n, ids, slots);  // checks the slots first
   const std::vector<std::uint32_t> placed(slots, slots + n);
@@ -191,7 +191,7 @@ void IndexCore::search_scored(const float* queries, std::size_t nq, std::size_t 
 }
 
 std::size_t IndexCore::remove(const std::int64_t* ids, std::size_t n) {
-  std::unique_lock<WriterFirstMutex> g(rw_);
+  auto g = write_lock();
   std::size_t removed = 0;
   for (std::size_t i = 0; i < n; ++i) removed += storage_.remove(ids[i]) ? 1 : 0;
   return removed;
@@ -235,16 +235,53 @@ void IndexCore::save(const std::string& vectors_path, const std::string&) const 
   format::write_vectors(vectors_path, storage_);
 }
 
+bool IndexCore::mapped() const {
+  std::shared_lock<WriterFirstMutex> g(rw_);
+  return storage_.mapped() || structure_mapped();
+}
+
+bool IndexCore::verified() const { return verified_; }
+
+void IndexCore::verify() {
+  if (verified_) return;
+  std::shared_lock<WriterFirstMutex> g(rw_);
+  verify_locked();
+}
+
+void IndexCore::verify_locked() {
+  if (verified_) return;
+  // Concurrent verify() calls may both check: harmless, and both see the same bytes.
+  for (const format::BlockCheck& c : pending_checks_) c.verify_all();
+  try {
+    storage_.verify_contents();
+    verify_structure();
+  } catch (const FormatError& e) {
+    const std::string where = pending_checks_.empty() ? "" : pending_checks_[0].file->path();
+    throw FormatError(where + ": " + e.what());
+  }
+  verified_ = true;
+}
+
+std::unique_lock<WriterFirstMutex> IndexCore::write_lock() {
+  std::unique_lock<WriterFirstMutex> g(rw_);
+  verify_locked();
+  return g;
+}
+
 // ---- flat -------------------------------------------------------------------------------------
 
 FlatIndexCore::FlatIndexCore(std::size_t dim, double curvature, int num_threads)
     : IndexCore(dim, curvature, num_threads) {}
 
-std::unique_ptr<FlatIndexCore> FlatIndexCore::load(const std::string& vectors_path,
-                                                   int num_threads) {
-  VectorStorage s = format::read_vectors(vectors_path);
-  auto idx = std::make_unique<FlatIndexCore>(s.dim(), s.curvature(), num_threads);
-  idx->storage_ = std::move(s);
+std::unique_ptr<FlatIndexCore> FlatIndexCore::load(const std::string& vectors_path, int num_threads,
+                                                   bool mapped) {
+  format::LoadedVectors v = format::read_vectors(vectors_path, mapped);
+  auto idx = std::make_unique<FlatIndexCore>(v.storage.dim(), v.storage.curvature(), num_threads);
+  idx->storage_ = std::move(v.storage);
+  if (v.check.file) {
+    idx->pending_checks_.push_back(std::move(v.check));
+    idx->verified_ = false;
+  }
   return idx;
 }
 
@@ -268,13 +305,26 @@ HnswIndexCore::HnswIndexCore(std::size_t dim, double curvature, const HnswParams
     : IndexCore(dim, curvature, num_threads), graph_(std::make_unique<HnswGraph>(params)) {}
 
 std::unique_ptr<HnswIndexCore> HnswIndexCore::load(const std::string& vectors_path,
-                                                   const std::string& graph_path, int num_threads) {
-  VectorStorage s = format::read_vectors(vectors_path);
-  auto graph = format::read_graph(graph_path, s.slots(), s.deleted_flags());
-  auto idx = std::make_unique<HnswIndexCore>(s.dim(), s.curvature(), graph->params(), num_threads);
-  idx->storage_ = std::move(s);
-  idx->graph_ = std::move(graph);
+                                                   const std::string& graph_path, int num_threads,
+                                                   bool mapped) {
+  format::LoadedVectors v = format::read_vectors(vectors_path, mapped);
+  format::LoadedGraph g =
+      format::read_graph(graph_path, v.storage.slots(), v.storage.deleted_flags(), mapped);
+  auto idx = std::make_unique<HnswIndexCore>(v.storage.dim(), v.storage.curvature(),
+                                             g.graph->params(), num_threads);
+  idx->storage_ = std::move(v.storage);
+  idx->graph_ = std::move(g.graph);
+  for (format::BlockCheck* c : {&v.check, &g.check})
+    if (c->file) idx->pending_checks_.push_back(std::move(*c));
+  idx->verified_ = idx->pending_checks_.empty();
   return idx;
+}
+
+void HnswIndexCore::verify_structure() const {
+  if (graph_->nodes() != storage_.slots())
+    throw FormatError("graph and storage disagree on the number of points");
+  graph_->validate_heads();
+  graph_->check_integrity(storage_.deleted_flags());
 }
 
 GraphStats HnswIndexCore::check_integrity() const {

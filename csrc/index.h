@@ -2,6 +2,7 @@
 // Every entry point validates its input before changing anything (a failed call changes nothing).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "file_frame.h"
 #include "flat.h"
 #include "fused.h"
 #include "hnsw.h"
@@ -102,6 +104,15 @@ class IndexCore {
   // Writes the vectors file (and the graph file for HNSW) under a shared lock.
   virtual void save(const std::string& vectors_path, const std::string& graph_path) const;
 
+  // Whether the big arrays are still views of the saved files (a fast open), and whether every
+  // byte of them has been checked (always true unless a fast open skipped it).
+  bool mapped() const;
+  bool verified() const;
+  // Checks what a fast open left unchecked: every block's checksum, then the contents as a
+  // full load does (points in the ball, rank factors, every graph link). FormatError names the
+  // first problem. A no-op when verified(). The first write to an unverified index runs it.
+  void verify();
+
  protected:
   virtual void insert_slots(const std::vector<std::uint32_t>& slots) = 0;
   virtual void finish_batch(const std::vector<std::uint32_t>& /*slots*/) {}
@@ -123,6 +134,18 @@ class IndexCore {
                                 std::vector<ScoredHit>& out) = 0;
   template <typename Fn>
   void run_parallel(std::size_t n_tasks, const Fn& fn);
+  // The content checks of verify() beyond the storage's (the graph's links); rw_ held.
+  virtual void verify_structure() const {}
+  // Whether the search structure still reads a mapped file; rw_ held.
+  virtual bool structure_mapped() const { return false; }
+  // verify() with rw_ held (either way).
+  void verify_locked();
+  // Takes rw_ exclusively for a write, verifying a fast-opened index first: nothing is written
+  // on top of bytes no check has read.
+  std::unique_lock<WriterFirstMutex> write_lock();
+  // Block checksums of the mapped files of a fast open, until verify() has used them.
+  std::vector<format::BlockCheck> pending_checks_;
+  std::atomic<bool> verified_{true};
 
   VectorStorage storage_;
   mutable WriterFirstMutex rw_;  // adds/removes exclusive, searches shared; adds go first
@@ -133,7 +156,9 @@ class IndexCore {
 class FlatIndexCore final : public IndexCore {
  public:
   FlatIndexCore(std::size_t dim, double curvature, int num_threads);
-  static std::unique_ptr<FlatIndexCore> load(const std::string& vectors_path, int num_threads);
+  // mapped: a fast open (see verify()).
+  static std::unique_ptr<FlatIndexCore> load(const std::string& vectors_path, int num_threads,
+                                             bool mapped = false);
 
  protected:
   void insert_slots(const std::vector<std::uint32_t>&) override {}
@@ -148,7 +173,8 @@ class HnswIndexCore final : public IndexCore {
  public:
   HnswIndexCore(std::size_t dim, double curvature, const HnswParams& params, int num_threads);
   static std::unique_ptr<HnswIndexCore> load(const std::string& vectors_path,
-                                             const std::string& graph_path, int num_threads);
+                                             const std::string& graph_path, int num_threads,
+                                             bool mapped = false);
   const HnswParams& params() const { return graph_->params(); }
   GraphStats check_integrity() const;
   // Ids linked from `id` on `level` (empty above the node's level); KeyNotFound if unknown.
@@ -160,6 +186,8 @@ class HnswIndexCore final : public IndexCore {
   void finish_batch(const std::vector<std::uint32_t>& slots) override;
   void release_deleted(bool due) override;
   void reserve_structure(std::size_t n_slots) override { graph_->reserve(n_slots); }
+  void verify_structure() const override;
+  bool structure_mapped() const override { return graph_->level0_links().mapped(); }
   void structure_memory(std::vector<std::pair<std::string, std::size_t>>& out) const override {
     graph_->memory(out);
   }

@@ -180,25 +180,60 @@ VectorStorage VectorStorage::restore(std::size_t dim, double curvature, std::vec
     throw FormatError("vector, id and deletion columns disagree in length");
   metric::validate_points(vectors.data(), n, dim, curvature, "stored vector");
   s.vectors_.assign(vectors.begin(), vectors.end());
-  s.deleted_ = std::move(deleted);
-  for (std::size_t i = 0; i < n && s.identity_ids_; ++i)
-    s.identity_ids_ = ids[i] == static_cast<std::int64_t>(i);
-  for (std::size_t i = 0; i < n; ++i) {
-    if (s.deleted_[i] > 1) throw FormatError("deletion flag is neither 0 nor 1");
-    if (ids[i] > id_high_water || (ids[i] == id_high_water && id_high_water != INT64_MAX))
-      throw FormatError("stored id " + std::to_string(ids[i]) + " exceeds the id high-water mark");
-    if (s.deleted_[i]) continue;
-    if (ids[i] == -1) throw FormatError("a stored point has the id -1 (the padding id)");
-    if (!s.identity_ids_ && !s.slot_of_id_.emplace(ids[i], static_cast<std::uint32_t>(i)).second)
-      throw FormatError("stored id " + std::to_string(ids[i]) + " is live twice");
-    ++s.live_;
-  }
-  if (!s.identity_ids_) s.ids_ = std::move(ids);
-  s.id_high_water_ = id_high_water;
-  // Deleted slots are not released: the next consolidation releases them again.
+  s.restore_columns(std::move(ids), std::move(deleted), id_high_water);
   s.rank_factor_.resize(n);
   for (std::size_t i = 0; i < n; ++i) s.compute_rank_factor(i);
   return s;
+}
+
+VectorStorage VectorStorage::restore_mapped(std::size_t dim, double curvature,
+                                            MappableArray<float> vectors,
+                                            MappableArray<float> rank_factors,
+                                            std::vector<std::int64_t> ids,
+                                            std::vector<std::uint8_t> deleted,
+                                            std::int64_t id_high_water) {
+  VectorStorage s(dim, curvature);
+  const std::size_t n = ids.size();
+  if (vectors.size() != n * dim || deleted.size() != n || rank_factors.size() != n)
+    throw FormatError("vector, factor, id and deletion columns disagree in length");
+  s.vectors_ = std::move(vectors);
+  s.rank_factor_ = std::move(rank_factors);
+  s.restore_columns(std::move(ids), std::move(deleted), id_high_water);
+  return s;
+}
+
+void VectorStorage::verify_contents() const {
+  const std::size_t n = slots();
+  try {
+    metric::validate_points(vectors_.data(), n, dim_, curvature_, "stored vector");
+  } catch (const InvalidArgument& e) {
+    throw FormatError(e.what());
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    if (rank_factor_[i] != static_cast<float>(factor(i)))
+      throw FormatError("stored rank factor of slot " + std::to_string(i) +
+                        " disagrees with its coordinates");
+}
+
+void VectorStorage::restore_columns(std::vector<std::int64_t> ids,
+                                    std::vector<std::uint8_t> deleted, std::int64_t id_high_water) {
+  const std::size_t n = ids.size();
+  deleted_ = std::move(deleted);
+  for (std::size_t i = 0; i < n && identity_ids_; ++i)
+    identity_ids_ = ids[i] == static_cast<std::int64_t>(i);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (deleted_[i] > 1) throw FormatError("deletion flag is neither 0 nor 1");
+    if (ids[i] > id_high_water || (ids[i] == id_high_water && id_high_water != INT64_MAX))
+      throw FormatError("stored id " + std::to_string(ids[i]) + " exceeds the id high-water mark");
+    if (deleted_[i]) continue;
+    if (ids[i] == -1) throw FormatError("a stored point has the id -1 (the padding id)");
+    if (!identity_ids_ && !slot_of_id_.emplace(ids[i], static_cast<std::uint32_t>(i)).second)
+      throw FormatError("stored id " + std::to_string(ids[i]) + " is live twice");
+    ++live_;
+  }
+  if (!identity_ids_) ids_ = std::move(ids);
+  id_high_water_ = id_high_water;
+  // Deleted slots are not released: the next consolidation releases them again.
 }
 
 }  // namespace poincare

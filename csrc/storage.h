@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "huge_pages.h"
+#include "mappable_array.h"
 #include "metric.h"
 
 namespace poincare {
@@ -50,6 +50,8 @@ class VectorStorage {
 
   const float* vector(std::size_t slot) const { return vectors_.data() + slot * dim_; }
   const float* vectors() const { return vectors_.data(); }
+  // Whether the coordinates are still a view of a mapped file (see MappableArray).
+  bool mapped() const { return vectors_.mapped() || rank_factor_.mapped(); }
   // a(x) = 1/(1 - c|x|^2) rounded to float32: the ranking factor.
   float rank_factor(std::size_t slot) const { return rank_factor_[slot]; }
   const float* rank_factors() const { return rank_factor_.data(); }
@@ -89,14 +91,28 @@ class VectorStorage {
   static VectorStorage restore(std::size_t dim, double curvature, std::vector<float> vectors,
                                std::vector<std::int64_t> ids, std::vector<std::uint8_t> deleted,
                                std::int64_t id_high_water);
+  // The same over coordinates and rank factors left in a mapped file (a fast open): ids and
+  // flags are checked, the mapped arrays are not read (verify_mapped() reads them).
+  static VectorStorage restore_mapped(std::size_t dim, double curvature,
+                                      MappableArray<float> vectors,
+                                      MappableArray<float> rank_factors,
+                                      std::vector<std::int64_t> ids,
+                                      std::vector<std::uint8_t> deleted,
+                                      std::int64_t id_high_water);
+  // Throws FormatError unless every point lies inside the ball and every rank factor is the
+  // one its coordinates give (what restore() computes).
+  void verify_contents() const;
 
  private:
   void compute_rank_factor(std::size_t slot);
+  // Checks and adopts saved ids and deletion flags (n slots); part of both restores.
+  void restore_columns(std::vector<std::int64_t> ids, std::vector<std::uint8_t> deleted,
+                       std::int64_t id_high_water);
 
   std::size_t dim_;
   double curvature_;
-  BigVector<float> vectors_;
-  std::vector<float> rank_factor_;
+  MappableArray<float> vectors_;
+  MappableArray<float> rank_factor_;
   std::vector<std::int64_t> ids_;  // empty while identity_ids_
   // Per slot: kDeleted, plus kReleased when released (reusable); one byte for both flags.
   static constexpr std::uint8_t kDeleted = 1, kReleased = 2;

@@ -1,6 +1,7 @@
 #include "topk.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <utility>
 
@@ -20,7 +21,9 @@ void write_exact_topk(const VectorStorage& storage, const float* q, double a_q,
     for (const std::uint32_t s : slots) __builtin_prefetch(ids + s);
   const auto l2sq_f64 = metric::kernels().l2sq_f64;
   for (const std::uint32_t s : slots) {
-    const double delta = l2sq_f64(q, storage.vector(s), dim) * a_q * storage.factor(s);
+    double delta = l2sq_f64(q, storage.vector(s), dim) * a_q * storage.factor(s);
+    // NaN only from an unverified mapped file: last, so partial_sort sees a strict weak order.
+    if (std::isnan(delta)) delta = std::numeric_limits<double>::infinity();
     exact.emplace_back(delta, storage.id(s));
   }
   const std::size_t keep = std::min(k, exact.size());

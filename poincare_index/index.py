@@ -89,6 +89,24 @@ class _IndexBase(FaissSurface):
         return out
 
     @property
+    def mapped(self) -> bool:
+        """Whether the vectors (and the graph's level-0 lists) are still read from the saved
+        files (``load(mmap=True)``) rather than held in memory."""
+        return bool(self._core.mapped)
+
+    @property
+    def verified(self) -> bool:
+        """False only after ``load(mmap=True, verify=False)`` until :meth:`verify` has run."""
+        return bool(self._core.verified)
+
+    def verify(self) -> None:
+        """Checks every byte a fast open left unchecked: each 1 MiB block against its checksum,
+        then what a full load checks (points inside the ball, the stored rank factors, every
+        graph link). Raises IndexFormatError naming the file and the first problem; a no-op on
+        an index that is verified. The first write to an unverified index runs it."""
+        self._core.verify()
+
+    @property
     def ntotal(self) -> int:
         """Number of vectors in the index (removed ones not counted)."""
         return int(self._core.ntotal)
@@ -370,12 +388,21 @@ class _IndexBase(FaissSurface):
         write_index(self, path)
 
     @classmethod
-    def load(cls: type[_T], path: PathLike, num_threads: int | None = None, progress: bool = False) -> _T:
+    def load(
+        cls: type[_T],
+        path: PathLike,
+        num_threads: int | None = None,
+        progress: bool = False,
+        *,
+        mmap: bool = False,
+        verify: bool = True,
+    ) -> _T:
         """Load an index saved by :meth:`save`; IndexFormatError if it is not a valid one of this
-        kind. ``progress``: a progress bar (tqdm) over the data files."""
+        kind. ``progress``: a progress bar (tqdm) over the data files. ``mmap`` and ``verify``:
+        see :func:`poincare_index.read_index`."""
         from .io import read_index
 
-        index = read_index(path, num_threads=num_threads, progress=progress)
+        index = read_index(path, num_threads=num_threads, progress=progress, mmap=mmap, verify=verify)
         if not isinstance(index, cls):
             from ._core import IndexFormatError
 

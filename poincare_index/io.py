@@ -33,6 +33,7 @@ from . import _core
 from ._checked import checked_dict, checked_float, checked_int, checked_str
 from ._core import IndexFormatError
 from ._progress import progress_bar
+from ._validation import as_flag
 from .columns import ColumnStore, file_crc32
 from .index import PoincareFlatIndex, PoincareIndex, _IndexBase, _threads
 
@@ -180,9 +181,28 @@ def _read_columns(root: Path, manifest: dict[str, Any], slot_ids: NDArray[np.int
     return ColumnStore.read(path, slot_ids)
 
 
-def read_index(path: PathLike, num_threads: int | None = None, progress: bool = False) -> _IndexBase:
+def read_index(
+    path: PathLike,
+    num_threads: int | None = None,
+    progress: bool = False,
+    *,
+    mmap: bool = False,
+    verify: bool = True,
+) -> _IndexBase:
     """Load a PoincareIndex or PoincareFlatIndex saved with :func:`write_index` (``progress``:
     a bar over the bytes of its data files as each is loaded and checked).
+
+    ``mmap=True`` maps the vectors, rank factors and level-0 links from the files (private,
+    copy-on-write: nothing is ever written back) instead of reading them into memory; pages are
+    read as searches touch them. With ``verify=True`` (the default) every byte is still checked
+    before this returns, as a full load does, but nothing is copied. ``verify=False`` is the
+    fast open: the manifest, sizes, headers, the small arrays (ids, flags, levels, upper links)
+    and each file's table of per-block checksums are checked, the big arrays are not read, and
+    the call takes milliseconds whatever the size. The trade-off: until :meth:`verify` runs, a
+    damaged or crafted file can give wrong results or crash the process, so use it for files
+    your own service wrote. The first write (add, remove) to such an index verifies it first;
+    writes then copy what they change (a page, or a whole array when it grows). Files of
+    format version 1 have no checksum table and are read in full.
 
     Raises FileNotFoundError if nothing is at ``path`` and IndexFormatError (a ValueError) if
     it is not a valid saved index: foreign, truncated, corrupted, crafted, or from another
@@ -190,6 +210,7 @@ def read_index(path: PathLike, num_threads: int | None = None, progress: bool = 
     """
     root = Path(path)
     threads = _threads(num_threads)
+    mmap, verify = as_flag(mmap, "mmap"), as_flag(verify, "verify")
     manifest = _read_manifest(root)
     where = f"{root}/{MANIFEST}"
     kind = checked_str(manifest, "kind", where, ("flat", "hnsw"))
@@ -200,7 +221,9 @@ def read_index(path: PathLike, num_threads: int | None = None, progress: bool = 
         checked_int(manifest, "slots", where, 0, 2**32 - 1),
     )
     with progress_bar(progress, _data_bytes(root, manifest), f"load {root.name}", unit="B") as bar:
-        index = _read_parts(root, manifest, kind, expected, threads, bar)
+        index = _read_parts(root, manifest, kind, expected, threads, bar, bool(mmap))
+    if mmap and verify:
+        index.verify()
     return index
 
 
@@ -212,12 +235,18 @@ def _data_bytes(root: Path, manifest: dict[str, Any]) -> int:
 
 
 def _read_parts(
-    root: Path, manifest: dict[str, Any], kind: str, expected: tuple[Any, ...], threads: int, bar: Any
+    root: Path,
+    manifest: dict[str, Any],
+    kind: str,
+    expected: tuple[Any, ...],
+    threads: int,
+    bar: Any,
+    mmap: bool,
 ) -> _IndexBase:
     where = f"{root}/{MANIFEST}"
     vectors = _data_file(root, manifest, "vectors")
     if kind == "flat":
-        core = _core.FlatIndexCore.load(vectors, threads)
+        core = _core.FlatIndexCore.load(vectors, threads, mmap)
         index: _IndexBase = PoincareFlatIndex._from_core(core)
         bar.update(Path(vectors).stat().st_size)
     else:
@@ -229,7 +258,7 @@ def _read_parts(
         )
         ef_search = checked_int(params, "ef_search", f"{where} params", 1, 2**31 - 1)
         graph = _data_file(root, manifest, "graph")
-        core = _core.HnswIndexCore.load(vectors, graph, threads)
+        core = _core.HnswIndexCore.load(vectors, graph, threads, mmap)
         bar.update(Path(vectors).stat().st_size + Path(graph).stat().st_size)
         if (core.M, core.ef_construction, core.seed) != graph_params:
             raise IndexFormatError(f"{root}: graph parameters disagree with the manifest")

@@ -1,0 +1,146 @@
+"""Opening a saved index (Step 11): a full load, load(mmap=True) (mapped, every byte verified),
+the fast open load(mmap=True, verify=False), and verify() after it; with the RSS each leaves
+and the first query's latency. Each mode runs in a process of its own, twice (the first run
+warms the page cache; the figure is the second, a warm cache, which is what a restarted
+service on the same machine sees; this sandbox cannot drop the page cache).
+
+    python benchmarks/bench_open.py --n 5000000 --dim 16 --dir /tmp/open5m
+    python benchmarks/bench_open.py --dir /tmp/open5m --reuse     # the index saved before
+
+The index is built with add_from from a generated hierarchy written to a .npy file, and saved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from bench_common import machine, write_results  # noqa: E402
+
+MODES = ("full", "mmap", "fast", "fast+verify")
+
+
+@dataclass
+class Results:
+    machine: str
+    n: int
+    dim: int
+    file_bytes: int
+    build_seconds: float | None
+    save_seconds: float | None
+    modes: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _open(mode: str, root: str) -> Any:
+    import poincare_index as pi
+
+    if mode == "full":
+        return pi.PoincareIndex.load(root)
+    if mode == "mmap":
+        return pi.PoincareIndex.load(root, mmap=True)
+    return pi.PoincareIndex.load(root, mmap=True, verify=False)
+
+
+def child(mode: str, root: str) -> dict[str, float]:
+    # A tiny index first, so the figure is the index's and not the one-time imports (pyarrow's
+    # IPC and compute modules: ~0.2 s in a fresh process whatever the size).
+    _open(mode, root + "_tiny")
+    rss0 = _rss()
+    t0 = time.perf_counter()
+    index = _open(mode, root)
+    opened = time.perf_counter() - t0
+    out = {"open_seconds": opened, "rss_after_open_mib": (_rss() - rss0) / 2**20}
+    if mode == "fast+verify":
+        t = time.perf_counter()
+        index.verify()
+        out["verify_seconds"] = time.perf_counter() - t
+    q = np.full((1, index.dim), 0.01, dtype=np.float32)
+    t = time.perf_counter()
+    index.search(q, 10)
+    out["first_query_ms"] = (time.perf_counter() - t) * 1e3
+    rng = np.random.default_rng(0)
+    qs = (rng.normal(size=(200, index.dim)) * 0.02).astype(np.float32)
+    t = time.perf_counter()
+    index.search(qs, 10)
+    out["next_200_queries_ms"] = (time.perf_counter() - t) * 1e3
+    out["mapped"] = float(index.mapped)
+    return out
+
+
+def build(n: int, dim: int, root: str) -> tuple[float, float]:
+    import poincare_index as pi
+    from poincare_index.datasets import hierarchy
+
+    npy = root + ".npy"
+    np.save(npy, hierarchy(n, dim, seed=0).points)
+    index = pi.PoincareIndex(dim, M=16, ef_construction=200, num_threads=os.cpu_count())
+    t = time.perf_counter()
+    index.add_from(npy)
+    built = time.perf_counter() - t
+    os.remove(npy)
+    t = time.perf_counter()
+    index.save(root)
+    return built, time.perf_counter() - t
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--dim", type=int, default=16)
+    ap.add_argument("--dir", required=True, help="where the index is saved (kept for --reuse)")
+    ap.add_argument("--reuse", action="store_true")
+    ap.add_argument("--out", default=None, help="default: results/open_<n>_<dim>d.json")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.dir)))
+        return 0
+    built = saved = None
+    if not os.path.isdir(args.dir + "_tiny"):
+        import poincare_index as pi
+
+        tiny = pi.PoincareIndex(args.dim)
+        tiny.add(np.full((10, args.dim), 0.01, dtype=np.float32) * np.arange(10)[:, None])
+        tiny.save(args.dir + "_tiny")
+    if not args.reuse:
+        built, saved = build(args.n, args.dim, args.dir)
+        print(f"built {args.n} x {args.dim} in {built:.1f} s, saved in {saved:.1f} s", flush=True)
+    manifest = json.load(open(os.path.join(args.dir, "manifest.json")))
+    n, dim = int(manifest["ntotal"]), int(manifest["dim"])
+    size = sum(os.path.getsize(os.path.join(args.dir, f)) for f in os.listdir(args.dir))
+    res = Results(machine(), n, dim, size, built, saved)
+    for mode in MODES:
+        for _ in range(2):  # the second run is the one kept (a warm page cache)
+            cmd = [sys.executable, __file__, "--child", mode, "--dir", args.dir]
+            done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+            res.modes[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+        m = res.modes[mode]
+        extra = f", verify {m['verify_seconds']:.2f} s" if "verify_seconds" in m else ""
+        print(
+            f"{mode:12s} open {m['open_seconds'] * 1e3:9.1f} ms{extra}, RSS after open "
+            f"{m['rss_after_open_mib']:8.1f} MiB, first query {m['first_query_ms']:.1f} ms, "
+            f"200 more {m['next_200_queries_ms']:.1f} ms",
+            flush=True,
+        )
+    out = args.out or os.path.join(HERE, "results", f"open_{n // 1000}k_{dim}d.json")
+    write_results(out, res)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

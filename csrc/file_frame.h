@@ -1,0 +1,140 @@
+// The framing every binary file of a saved index shares: a prefix (8-byte magic, format version,
+// header size), the payload, and from version 2 a table of CRC-32s, one per 1 MiB block of the
+// bytes before it (with its own CRC), then the trailer (CRC-32 of every byte before it, end
+// magic). A full load checks the trailer; a fast open maps the file and checks the table and
+// the blocks it reads, and leaves the others to verify().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "errors.h"
+#include "mapped_file.h"
+
+namespace poincare::format {
+
+// Version 2: level-0 lists of 2M links in place plus relocated lists (version 1 reserved 4
+// repair slots in every list: its graph files are still read, and converted), the rank factors
+// in the vectors file, and the block table.
+constexpr std::uint32_t kVersion = 2;
+constexpr std::uint32_t kOldestVersion = 1;
+constexpr std::size_t kPrefix = 16;  // magic, version, header size
+constexpr std::size_t kTrailer = 8;  // crc32, end magic
+constexpr std::size_t kBlockBytes = std::size_t{1} << 20;
+
+bool little_endian();
+
+// Accumulates a file in memory; write_file() adds the block table and the trailer.
+class Writer {
+ public:
+  template <typename T>
+  void put(const T& v) {
+    append(&v, sizeof(T));
+  }
+  template <typename T>
+  void put_array(const T* p, std::size_t n) {
+    append(p, n * sizeof(T));
+  }
+  void pad_to(std::size_t alignment) {
+    while (buf_.size() % alignment) buf_.push_back(0);
+  }
+  void append(const void* p, std::size_t n) {
+    const auto* c = static_cast<const unsigned char*>(p);
+    buf_.insert(buf_.end(), c, c + n);
+  }
+  std::size_t size() const { return buf_.size(); }
+  void patch_u32(std::size_t offset, std::uint32_t v) { std::memcpy(buf_.data() + offset, &v, 4); }
+  // Writes the file and fsyncs it (IoError on failure).
+  void write_file(const std::string& path);
+
+ private:
+  std::vector<unsigned char> buf_;
+};
+
+// The per-block checksums of a mapped file: what verify() checks later.
+struct BlockCheck {
+  std::shared_ptr<const MappedFile> file;
+  std::size_t covered = 0;  // bytes the blocks cover (the payload, from offset 0)
+  std::vector<std::uint32_t> crcs;
+  // Throws FormatError naming the first block in [begin, end) whose CRC differs.
+  void verify_range(std::size_t begin, std::size_t end) const;
+  void verify_all() const { verify_range(0, covered); }
+};
+
+// Bounds-checked cursor over a file's payload (read into memory or mapped).
+class Reader {
+ public:
+  Reader(std::string path, std::vector<unsigned char> data, std::size_t end, std::uint32_t version);
+  Reader(std::string path, BlockCheck check, std::size_t end, std::uint32_t version);
+  std::uint32_t version() const { return version_; }
+  bool mapped() const { return check_.file != nullptr; }
+  const BlockCheck& block_check() const { return check_; }
+  std::size_t position() const { return pos_; }
+
+  template <typename T>
+  T get() {
+    T v;
+    need(sizeof(T));
+    std::memcpy(&v, base_ + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+  template <typename T>
+  std::vector<T> get_array(std::size_t n) {
+    check_array<T>(n);
+    std::vector<T> v(n);
+    if (n) std::memcpy(v.data(), base_ + pos_, n * sizeof(T));
+    pos_ += n * sizeof(T);
+    return v;
+  }
+  // n elements in place (mapped files only; the payload is aligned for T where views are taken).
+  template <typename T>
+  const T* view_array(std::size_t n) {
+    check_array<T>(n);
+    if (pos_ % alignof(T) != 0) fail("misaligned array");
+    const T* p = reinterpret_cast<const T*>(base_ + pos_);
+    pos_ += n * sizeof(T);
+    return p;
+  }
+  void skip_to_alignment(std::size_t a) {
+    while (pos_ % a) {
+      need(1);
+      ++pos_;
+    }
+  }
+  void expect_end() const {
+    if (pos_ != end_) fail(std::to_string(end_ - pos_) + " unexpected bytes before the trailer");
+  }
+  [[noreturn]] void fail(const std::string& why) const { throw FormatError(path_ + ": " + why); }
+
+ private:
+  template <typename T>
+  void check_array(std::size_t n) const {
+    if (n > (end_ - pos_) / sizeof(T))
+      fail("array of " + std::to_string(n) + " elements runs past the end");
+  }
+  void need(std::size_t n) const {
+    if (n > end_ - pos_) fail("unexpected end of data");
+  }
+  std::string path_;
+  std::vector<unsigned char> data_;
+  BlockCheck check_;
+  const unsigned char* base_;
+  std::size_t end_;
+  std::uint32_t version_;
+  std::size_t pos_ = kPrefix;
+};
+
+// Reads the whole file and checks magic, version, size and the trailer's checksum.
+Reader open_checked(const std::string& path, const char (&magic)[8], const char* what);
+// Maps the file and checks magic, version, size and the block table's own checksum, not the
+// blocks (see BlockCheck). Files of version 1 have no table: they are read as open_checked does.
+Reader open_mapped(const std::string& path, const char (&magic)[8], const char* what);
+// Starts a file: magic, the current version, a header size to patch.
+void start(Writer& w, const char (&magic)[8]);
+
+}  // namespace poincare::format
