@@ -129,3 +129,36 @@ def test_crafted_relocation_heads_are_refused(tmp_path, crafted):
     _rewrite(graph, data)
     with pytest.raises(pi.IndexFormatError, match=message):
         pi.PoincareIndex.load(tmp_path / "ix")
+
+
+def test_a_loaded_index_takes_small_adds_as_the_one_it_was_saved_from(tmp_path):
+    # The repair's sources are saved (format 2): re-selections after a load keep the links the
+    # repair gave, so small adds leave no node unreachable (before: 5-14 nodes until the next
+    # full repair, n/64 rows later).
+    index, x = _boundary_index(n=5000)
+    index.save(tmp_path / "ix")
+    loaded = pi.PoincareIndex.load(tmp_path / "ix")
+    for target in (index, loaded):
+        for i in range(10):
+            target.add(x[i : i + 1] * 0.99)
+    assert loaded.check_integrity() == index.check_integrity()
+    assert loaded.check_integrity()["unreachable"] == 0
+    assert _level0(loaded) == _level0(index)
+
+
+def test_crafted_repair_sources_are_refused(tmp_path):
+    from test_mmap import refresh_checksums
+
+    index, _ = _boundary_index(n=1500)
+    index.save(tmp_path / "ix")
+    graph = next((tmp_path / "ix").glob("graph-*.bin"))
+    data = bytearray(graph.read_bytes())
+    end = len(data) - 8
+    n_blocks = struct.unpack_from("<Q", data, end - 12)[0]
+    covered = end - 20 - 4 * n_blocks
+    # The last (slot, source) pair ends the payload: point its source past the nodes.
+    struct.pack_into("<I", data, covered - 4, 0x7FFFFFFF)
+    graph.write_bytes(bytes(data))
+    refresh_checksums(graph)
+    with pytest.raises(pi.IndexFormatError, match="invalid repair source"):
+        pi.PoincareIndex.load(tmp_path / "ix")
