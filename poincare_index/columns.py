@@ -596,24 +596,29 @@ class ColumnStore:
         ids = ints("id", 0)
         if not np.array_equal(ids, expected_ids):
             raise IndexFormatError(f"{path}: the id column disagrees with the vectors file")
-        valid_from, valid_until = ints("valid_from", _time.OPEN_START), ints("valid_until", _time.OPEN_END)
+        store._t[:n] = ints("t", 0)
+        rows = np.arange(n, dtype=np.int64)
+        store._write(store._ids, rows, ids)
+        del ids
         try:
-            _time._check_range(ints("t", 0), np.zeros(n, dtype=bool), "t")
-            for name, arr, open_value in (
-                ("valid_from", valid_from, _time.OPEN_START),
-                ("valid_until", valid_until, _time.OPEN_END),
+            _time._check_range(store._t[:n], np.zeros(n, dtype=bool), "t")
+            for name, col, open_value in (
+                ("valid_from", store._valid_from, _time.OPEN_START),
+                ("valid_until", store._valid_until, _time.OPEN_END),
             ):
+                if table.column(name).null_count == n:  # every end open: nothing to hold
+                    continue
+                arr = ints(name, open_value)
                 _time._check_range(arr, arr == open_value, name)
-            check_window(valid_from, valid_until)
+                store._write(col, rows, arr)
+            if store._valid_from.allocated or store._valid_until.allocated:
+                check_window(store._valid_from.read(n), store._valid_until.read(n))
         except ValueError as exc:
             raise IndexFormatError(f"{path}: {exc}") from None
         access = np.asarray(
             table.column("access_count").combine_chunks().to_numpy(zero_copy_only=False), dtype=np.uint32
         )
-        rows = np.arange(n, dtype=np.int64)
-        store._t[:n] = ints("t", 0)
-        for col, values in zip(store._lazy(), (ids, valid_from, valid_until, access)):
-            store._write(col, rows, values)
+        store._write(store._access, rows, access)
         meta_names = names[len(expected) :]
         meta = table.select(meta_names) if meta_names else None
         if meta is not None:
