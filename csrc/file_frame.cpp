@@ -17,14 +17,9 @@ constexpr char kEndMagic[4] = {'P', 'E', 'N', 'D'};
 constexpr std::size_t kTableTail = 8 + 8 + 4;  // block bytes, block count, the table's CRC
 
 std::vector<unsigned char> slurp(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw IoError("cannot open " + path + ": " + std::strerror(errno));
-  struct stat st{};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw FormatError(path + ": not a regular file");
-  }
-  std::vector<unsigned char> data(static_cast<std::size_t>(st.st_size));
+  std::size_t size = 0;
+  const int fd = open_regular_file(path, size);
+  std::vector<unsigned char> data(size);
   std::size_t done = 0;
   while (done < data.size()) {
     const ssize_t r = ::read(fd, data.data() + done, data.size() - done);

@@ -342,8 +342,12 @@ std::vector<std::int64_t> HnswIndexCore::neighbors(std::int64_t id, int level) c
   if (slot < 0) throw KeyNotFound("id " + std::to_string(id) + " is not in the index");
   std::vector<std::int64_t> out;
   if (level < 0 || level > graph_->level(static_cast<std::uint32_t>(slot))) return out;
-  const std::uint32_t* l = graph_->links(static_cast<std::uint32_t>(slot), level);
-  for (std::uint32_t i = 1; i <= l[0]; ++i) out.push_back(storage_.id(l[i]));
+  const auto u = static_cast<std::uint32_t>(slot);
+  const std::uint32_t* l = graph_->links(u, level);
+  // Bounded as a search reads them: an unverified mapped file may hold any count or link.
+  const std::size_t count = level == 0 ? graph_->level0_count(u, l) : l[0];
+  for (std::size_t i = 1; i <= count; ++i)
+    if (l[i] < storage_.slots()) out.push_back(storage_.id(l[i]));
   return out;
 }
 

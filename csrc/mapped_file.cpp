@@ -12,7 +12,7 @@
 
 namespace poincare {
 
-MappedFile::MappedFile(const std::string& path) : path_(path) {
+int open_regular_file(const std::string& path, std::size_t& size) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw IoError("cannot open " + path + ": " + std::strerror(errno));
   struct stat st{};
@@ -20,7 +20,12 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
     ::close(fd);
     throw FormatError(path + ": not a regular file");
   }
-  size_ = static_cast<std::size_t>(st.st_size);
+  size = static_cast<std::size_t>(st.st_size);
+  return fd;
+}
+
+MappedFile::MappedFile(const std::string& path) : path_(path) {
+  const int fd = open_regular_file(path, size_);
   if (size_ > 0) {
     // Private and writable: a write to a mapped index (after verify()) copies the page it
     // touches; the file stays as it was saved.

@@ -8,6 +8,10 @@
 
 namespace poincare {
 
+// Opens `path` read-only and sets `size`; throws IoError when it cannot be opened, FormatError
+// when it is not a regular file. The caller closes the descriptor.
+int open_regular_file(const std::string& path, std::size_t& size);
+
 class MappedFile {
  public:
   // Throws IoError when the file cannot be opened or mapped, FormatError when it is not a

@@ -169,7 +169,10 @@ def test_a_crafted_file_cannot_crash_a_fast_opened_search_and_verify_refuses_it(
     path.write_bytes(bytes(data))
     refresh_checksums(path)
     code = textwrap.dedent(CRAFTED_SEARCH.format(root=str(root)))
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    # Outside the checkout, whose sources would shadow the installed package.
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "REFUSED" in done.stdout
 
