@@ -252,12 +252,22 @@ void IndexCore::verify_locked() {
   if (verified_) return;
   // Concurrent verify() calls may both check: harmless, and both see the same bytes.
   for (const format::BlockCheck& c : pending_checks_) c.verify_all();
+  // Each error names the file it came from: the vectors file is checked first (the storage),
+  // the graph file last (the structure).
+  auto in_file = [&](bool graph, const FormatError& e) {
+    if (pending_checks_.empty()) return FormatError(e.what());
+    const auto& check = graph ? pending_checks_.back() : pending_checks_.front();
+    return FormatError(check.file->path() + ": " + e.what());
+  };
   try {
     storage_.verify_contents();
+  } catch (const FormatError& e) {
+    throw in_file(false, e);
+  }
+  try {
     verify_structure();
   } catch (const FormatError& e) {
-    const std::string where = pending_checks_.empty() ? "" : pending_checks_[0].file->path();
-    throw FormatError(where + ": " + e.what());
+    throw in_file(true, e);
   }
   verified_ = true;
 }
