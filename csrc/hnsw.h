@@ -236,8 +236,8 @@ class HnswGraph {
                         std::uint32_t* passed_over = nullptr, std::size_t n_passed_over = 0) const;
   std::uint32_t connect(const VectorStorage& storage, std::uint32_t slot, int level,
                         SearchScratch& scratch);
-  // Breadth-first walk of level 0 from `start`, marking `reached`; returns the nodes newly
-  // reached (queue holds them).
+  // Walk of level 0 from `start`, marking the nodes it reaches nonzero in `reached`; returns how
+  // many it newly reached. `queue` is its working buffer, bounded by max(4096, nodes / 16).
   std::size_t flood_level0(std::uint32_t start, std::vector<std::uint8_t>& reached,
                            std::vector<std::uint32_t>& queue) const;
   // One pass of the repair: links every unreachable node; returns the links added and sets

@@ -13,17 +13,51 @@ namespace poincare {
 
 std::size_t HnswGraph::flood_level0(std::uint32_t start, std::vector<std::uint8_t>& reached,
                                     std::vector<std::uint32_t>& queue) const {
+  // The queue is bounded (a flood from the entry point reaches every node, and a queue of all
+  // of them would be 4-8 bytes a node at the build's peak): a node found while it is full is
+  // marked kReachedUnexpanded and picked up by a scan of the marks once the queue drains. Each
+  // scan refills up to `bound` nodes, so there are at most n / bound + 1 scans.
+  constexpr std::uint8_t kReachedUnexpanded = 2;
+  const std::size_t n = nodes();
+  const std::size_t bound = std::max<std::size_t>(4096, n / 16);
   queue.assign(1, start);
   reached[start] = 1;
-  for (std::size_t head = 0; head < queue.size(); ++head) {
-    const std::uint32_t* l = links_at(queue[head], 0);
-    for (std::uint32_t i = 1; i <= l[0]; ++i)
-      if (!reached[l[i]]) {
-        reached[l[i]] = 1;
-        queue.push_back(l[i]);
+  std::size_t newly = 1, head = 0;
+  bool spilled = false;
+  for (;;) {
+    while (head < queue.size()) {
+      const std::uint32_t* l = links_at(queue[head++], 0);
+      for (std::uint32_t i = 1; i <= l[0]; ++i) {
+        const std::uint32_t t = l[i];
+        if (reached[t]) continue;
+        ++newly;
+        // Drop the expanded prefix when it is at least half the queue (so each move is paid for
+        // by bound / 2 pushes).
+        if (queue.size() >= bound && head >= bound / 2) {
+          queue.erase(queue.begin(), queue.begin() + static_cast<std::ptrdiff_t>(head));
+          head = 0;
+        }
+        if (queue.size() < bound) {
+          reached[t] = 1;
+          queue.push_back(t);
+        } else {
+          reached[t] = kReachedUnexpanded;
+          spilled = true;
+        }
       }
+    }
+    if (!spilled) break;
+    queue.clear();
+    head = 0;
+    std::size_t s = 0;
+    for (; s < n && queue.size() < bound; ++s)
+      if (reached[s] == kReachedUnexpanded) {
+        reached[s] = 1;
+        queue.push_back(static_cast<std::uint32_t>(s));
+      }
+    spilled = s < n;  // stopped with the queue full: marks past s may still wait
   }
-  return queue.size();
+  return newly;
 }
 
 std::vector<std::uint32_t> HnswGraph::without_way_down(const VectorStorage& storage) const {
@@ -117,10 +151,15 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
   const std::size_t n = nodes();
   if (n < 2 || entry_ == kNone) return 0;
   std::vector<std::uint8_t> reached(n, 0);
-  std::vector<std::uint32_t> in_degree(n, 0);
+  // In-link counts, two bytes a node: a count that reaches the top stays there (a hub with
+  // 65535 in-links is "many" for the choice of a link to replace, and is never taken for 0).
+  constexpr std::uint16_t kManyInLinks = std::numeric_limits<std::uint16_t>::max();
+  std::vector<std::uint16_t> in_degree(n, 0);
+  auto count_in = [&](std::uint32_t v) { in_degree[v] += in_degree[v] != kManyInLinks; };
+  auto uncount_in = [&](std::uint32_t v) { in_degree[v] -= in_degree[v] != kManyInLinks; };
   for (std::size_t s = 0; s < n; ++s) {
     const std::uint32_t* l = links_at(static_cast<std::uint32_t>(s), 0);
-    for (std::uint32_t i = 1; i <= l[0]; ++i) ++in_degree[l[i]];
+    for (std::uint32_t i = 1; i <= l[0]; ++i) count_in(l[i]);
   }
   std::vector<std::uint32_t> queue;
   auto flood = [&](std::uint32_t start) { flood_level0(start, reached, queue); };
@@ -229,7 +268,7 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
         }
         const std::uint32_t dropped = l[best];
         ++replaced;
-        --in_degree[dropped];
+        uncount_in(dropped);
         // The link is gone: it no longer protects `dropped` in `from`'s list.
         if (repair_source_.get(dropped) == from) repair_source_.set(dropped, kNone);
         l[best] = u;
@@ -241,10 +280,10 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
           lu[1 + lu[0]] = dropped;
           ++lu[0];
           repair_source_.set(dropped, u);
-          ++in_degree[dropped];
+          count_in(dropped);
         }
       }
-      ++in_degree[u];
+      count_in(u);
       ++added;
       flood(u);
       progress = true;

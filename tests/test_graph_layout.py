@@ -162,3 +162,64 @@ def test_crafted_repair_sources_are_refused(tmp_path):
     refresh_checksums(graph)
     with pytest.raises(pi.IndexFormatError, match="invalid repair source"):
         pi.PoincareIndex.load(tmp_path / "ix")
+
+
+def _reachable_by_bfs(index: pi.PoincareIndex, entry: int) -> int:
+    """Independent reference: a plain breadth-first walk over the lists the index reports."""
+    seen = {entry}
+    frontier = [entry]
+    while frontier:
+        nxt = []
+        for u in frontier:
+            for v in index._core.neighbors(u, 0):
+                if v not in seen:
+                    seen.add(v)
+                    nxt.append(v)
+        frontier = nxt
+    return len(seen)
+
+
+def test_reachability_of_a_graph_with_cut_in_links_matches_a_plain_walk(tmp_path):
+    # 20k nodes: the walk's bounded queue (4,096 entries here) spills, so its mark scans run.
+    from test_mmap import refresh_checksums
+
+    M = 8
+    index, x = _boundary_index(20_000, M)
+    index.save(tmp_path / "ix")
+    path = next((tmp_path / "ix").glob("graph-*.bin"))
+    data = bytearray(path.read_bytes())
+    (header,) = struct.unpack_from("<I", data, 12)
+    entry, n = struct.unpack_from("<IQ", data, 36)
+    levels = np.frombuffer(bytes(data[header : header + n]), dtype=np.uint8)
+    level0_at = header + n + (-(header + n)) % 4
+    stride = 1 + 2 * M
+    lists = np.frombuffer(bytes(data[level0_at : level0_at + 4 * stride * n]), dtype="<u4").reshape(n, stride)
+    relocated = lists[:, 0] >= 0x80000000
+    # Cut every in-place in-link of 300 level-0 nodes that no relocated list links to (those
+    # lists live elsewhere in the file); nodes reached only through them are cut off too.
+    kept_by_relocated = {v for u in np.flatnonzero(relocated) for v in index._core.neighbors(int(u), 0)}
+    rng = np.random.default_rng(5)
+    candidates = [
+        int(u)
+        for u in rng.permutation(n)
+        if levels[u] == 0 and u != entry and int(u) not in kept_by_relocated
+    ]
+    cut = np.array(candidates[:300], dtype=np.uint32)
+    lists = lists.copy()
+    for u in np.flatnonzero(~relocated):
+        count = int(lists[u, 0])
+        links = lists[u, 1 : 1 + count]
+        keep = links[~np.isin(links, cut)]
+        lists[u, 1:] = 0
+        lists[u, 0] = len(keep)
+        lists[u, 1 : 1 + len(keep)] = keep
+    data[level0_at : level0_at + 4 * stride * n] = lists.astype("<u4").tobytes()
+    path.write_bytes(bytes(data))
+    refresh_checksums(path)
+    loaded = pi.PoincareIndex.load(tmp_path / "ix")
+    unreachable = loaded.check_integrity()["unreachable"]
+    assert unreachable >= 300
+    assert unreachable == n - _reachable_by_bfs(loaded, int(entry))
+    # The repair (its walks use the same bounded queue, its in-link counts are 16-bit) links them all.
+    loaded.add(boundary_tree(n // 32, 16, seed=9).points)
+    assert loaded.check_integrity()["unreachable"] == 0
