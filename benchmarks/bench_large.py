@@ -6,7 +6,9 @@ one's RSS). Fits the exponent of build time against n (log-log) per contender an
 draws it (matplotlib, in the bench extra).
 
     python benchmarks/bench_large.py --data hierarchy --dims 16 64 --sizes 100000 1000000
-    python benchmarks/bench_large.py --data glove-boundary --sizes 100000 400000
+    python benchmarks/bench_large.py --data glove-boundary --sizes 100000 399500
+    python benchmarks/bench_large.py --dims 16 --sizes 5000000 --build-threads 2 \
+        --merge benchmarks/results/large_hierarchy_16d.json --out ...   # add a size to a table
 
 Recall is scored against the exact float64 truth of each contender's own metric (Poincaré for us
 and the lift, L2 for hnswlib, as in bench_knn.py); the QPS reported is at the smallest ef of the
@@ -216,6 +218,12 @@ def main() -> int:
     ap.add_argument("--target-recall", type=float, default=0.95)
     ap.add_argument("--out", default=None, help="default: results/large_<data>.json")
     ap.add_argument("--plot", default=None, help="PNG path (default: beside --out)")
+    ap.add_argument(
+        "--merge",
+        nargs="+",
+        default=[],
+        help="results JSON of earlier runs (same data) whose points join this run's fit and plot",
+    )
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--contender", help=argparse.SUPPRESS)
     ap.add_argument("--dim", type=int, help=argparse.SUPPRESS)
@@ -230,6 +238,15 @@ def main() -> int:
     png = args.plot or os.path.splitext(out)[0] + ".png"
     dims = args.dims if args.data == "hierarchy" else [0]
     res = Results(machine(), args.data, args.queries, args.target_recall)
+    for earlier in args.merge:
+        with open(earlier) as f:
+            prior = json.load(f)
+        if prior["data"] != args.data or prior["queries"] != args.queries:
+            raise SystemExit(
+                f"--merge {earlier}: data/queries {prior['data']}/{prior['queries']} differ from this run's"
+            )
+        res.points += [Point(**p) for p in prior["points"]]
+    res.exponents = fit_exponents(res.points)
     cache = tempfile.mkdtemp(prefix="bench_large_")
     for dim in dims:
         for n in args.sizes:
