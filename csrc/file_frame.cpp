@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <stdexcept>
 
 #include "crc32.h"
 
@@ -82,40 +83,85 @@ bool little_endian() {
   return b == 1;
 }
 
-void Writer::write_file(const std::string& path) {
-  // The block table: one CRC per block of everything written so far, then its own CRC.
-  const std::size_t covered = buf_.size();
-  const std::uint64_t n_blocks = (covered + kBlockBytes - 1) / kBlockBytes;
-  for (std::size_t b = 0; b < n_blocks; ++b) {
-    const std::size_t at = b * kBlockBytes;
-    put(crc32_update(0, buf_.data() + at, std::min(kBlockBytes, covered - at)));
+Writer::Writer(std::string path) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw IoError("cannot create " + path_ + ": " + std::strerror(errno));
+  block_.reserve(kBlockBytes);
+}
+
+Writer::~Writer() {
+  if (fd_ < 0) return;
+  // Not finished: an exception is on its way; a partial file must not look like a saved one.
+  ::close(fd_);
+  ::unlink(path_.c_str());
+}
+
+void Writer::pad_to(std::size_t alignment) {
+  static const unsigned char zeros[64] = {};
+  while (size() % alignment) append(zeros, std::min(alignment - size() % alignment, sizeof zeros));
+}
+
+void Writer::append(const void* p, std::size_t n) {
+  const auto* c = static_cast<const unsigned char*>(p);
+  while (n > 0) {
+    const std::size_t take = std::min(n, kBlockBytes - block_.size());
+    block_.insert(block_.end(), c, c + take);
+    c += take;
+    n -= take;
+    if (block_.size() == kBlockBytes) flush_block();
   }
-  put<std::uint64_t>(kBlockBytes);
-  put(n_blocks);
-  put(crc32_update(0, buf_.data() + covered, buf_.size() - covered));
-  const std::uint32_t crc = crc32_update(0, buf_.data(), buf_.size());
-  put(crc);
-  append(kEndMagic, 4);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw IoError("cannot create " + path + ": " + std::strerror(errno));
+}
+
+void Writer::patch_u32(std::size_t offset, std::uint32_t v) {
+  if (offset < flushed_ || offset + 4 > size())
+    throw std::logic_error(path_ + ": patch at " + std::to_string(offset) +
+                           " outside the block not yet written");
+  std::memcpy(block_.data() + (offset - flushed_), &v, 4);
+}
+
+void Writer::write_out(const unsigned char* p, std::size_t n) {
+  file_crc_ = crc32_update(file_crc_, p, n);
   std::size_t done = 0;
-  while (done < buf_.size()) {
-    const ssize_t w = ::write(fd, buf_.data() + done, buf_.size() - done);
+  while (done < n) {
+    const ssize_t w = ::write(fd_, p + done, n - done);
     if (w < 0) {
       if (errno == EINTR) continue;
-      const int e = errno;
-      ::close(fd);
-      throw IoError("cannot write " + path + ": " + std::strerror(e));
+      throw IoError("cannot write " + path_ + ": " + std::strerror(errno));
     }
     done += static_cast<std::size_t>(w);
   }
+  flushed_ += n;
+}
+
+void Writer::flush_block() {
+  if (block_.empty()) return;
+  block_crcs_.push_back(crc32_update(0, block_.data(), block_.size()));
+  write_out(block_.data(), block_.size());
+  block_.clear();
+}
+
+void Writer::finish() {
+  flush_block();
+  // The block table: one CRC per block of the payload, then its own CRC; then the trailer (the
+  // CRC of every byte before it, and the end magic).
+  std::vector<unsigned char> tail(4 * block_crcs_.size() + kTableTail + kTrailer);
+  unsigned char* t = tail.data();
+  if (!block_crcs_.empty()) std::memcpy(t, block_crcs_.data(), 4 * block_crcs_.size());
+  t += 4 * block_crcs_.size();
+  const std::uint64_t block_bytes = kBlockBytes, n_blocks = block_crcs_.size();
+  std::memcpy(t, &block_bytes, 8);
+  std::memcpy(t + 8, &n_blocks, 8);
+  const std::uint32_t table_crc = crc32_update(0, tail.data(), 4 * block_crcs_.size() + 16);
+  std::memcpy(t + 16, &table_crc, 4);
+  const std::uint32_t crc = crc32_update(file_crc_, tail.data(), tail.size() - kTrailer);
+  std::memcpy(t + 20, &crc, 4);
+  std::memcpy(t + 24, kEndMagic, 4);
+  write_out(tail.data(), tail.size());
   // fsync before the caller renames the manifest into place: a saved index is durable.
-  if (::fsync(fd) != 0) {
-    const int e = errno;
-    ::close(fd);
-    throw IoError("cannot fsync " + path + ": " + std::strerror(e));
-  }
-  if (::close(fd) != 0) throw IoError("cannot close " + path + ": " + std::strerror(errno));
+  if (::fsync(fd_) != 0) throw IoError("cannot fsync " + path_ + ": " + std::strerror(errno));
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) throw IoError("cannot close " + path_ + ": " + std::strerror(errno));
 }
 
 void BlockCheck::verify_range(std::size_t begin, std::size_t end) const {

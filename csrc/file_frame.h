@@ -28,9 +28,18 @@ constexpr std::size_t kBlockBytes = std::size_t{1} << 20;
 
 bool little_endian();
 
-// Accumulates a file in memory; write_file() adds the block table and the trailer.
+// Writes a file as it is given, one block at a time: a block is checksummed and written once it
+// is full, so a save holds one block beside the index, not a second copy of it. finish() adds
+// the block table and the trailer and fsyncs; a Writer destroyed before finish() (an error on
+// the way) removes its partial file.
 class Writer {
  public:
+  // Creates (or truncates) `path` (IoError on failure).
+  explicit Writer(std::string path);
+  ~Writer();
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+
   template <typename T>
   void put(const T& v) {
     append(&v, sizeof(T));
@@ -39,20 +48,25 @@ class Writer {
   void put_array(const T* p, std::size_t n) {
     append(p, n * sizeof(T));
   }
-  void pad_to(std::size_t alignment) {
-    while (buf_.size() % alignment) buf_.push_back(0);
-  }
-  void append(const void* p, std::size_t n) {
-    const auto* c = static_cast<const unsigned char*>(p);
-    buf_.insert(buf_.end(), c, c + n);
-  }
-  std::size_t size() const { return buf_.size(); }
-  void patch_u32(std::size_t offset, std::uint32_t v) { std::memcpy(buf_.data() + offset, &v, 4); }
-  // Writes the file and fsyncs it (IoError on failure).
-  void write_file(const std::string& path);
+  void pad_to(std::size_t alignment);
+  void append(const void* p, std::size_t n);
+  // Bytes given so far.
+  std::size_t size() const { return flushed_ + block_.size(); }
+  // Overwrites 4 bytes at `offset`, which must lie in the block not yet written (the header
+  // size, patched right after the header: std::logic_error otherwise, a bug of the caller).
+  void patch_u32(std::size_t offset, std::uint32_t v);
+  // Writes the last block, the block table and the trailer, and fsyncs the file.
+  void finish();
 
  private:
-  std::vector<unsigned char> buf_;
+  void write_out(const unsigned char* p, std::size_t n);
+  void flush_block();
+  std::string path_;
+  int fd_ = -1;
+  std::vector<unsigned char> block_;  // the block being filled (< kBlockBytes bytes)
+  std::size_t flushed_ = 0;           // bytes written to the file
+  std::uint32_t file_crc_ = 0;        // CRC of the bytes written
+  std::vector<std::uint32_t> block_crcs_;
 };
 
 // The per-block checksums of a mapped file: what verify() checks later.

@@ -24,28 +24,35 @@ static_assert(sizeof(float) == 4 && sizeof(double) == 8, "IEEE-754 types require
 }  // namespace
 
 void write_vectors(const std::string& path, const VectorStorage& s) {
-  Writer w;
+  Writer w(path);
   start(w, kVectorsMagic);
   w.put<std::uint64_t>(s.dim());
   w.put<double>(s.curvature());
   w.put<std::uint64_t>(s.slots());
   w.put<std::int64_t>(s.id_high_water());
   w.patch_u32(12, static_cast<std::uint32_t>(w.size()));
-  {
-    std::vector<std::int64_t> ids(s.slots());  // held implicitly while they equal the slots
-    s.copy_ids(ids.data());
+  // Ids (held implicitly while they equal the slots) and deletion flags as saved, a chunk of
+  // slots at a time: the writer streams, so no column of the whole index is built for it.
+  constexpr std::size_t kChunk = 1 << 16;
+  std::vector<std::int64_t> ids;
+  for (std::size_t at = 0; at < s.slots(); at += kChunk) {
+    ids.clear();
+    for (std::size_t slot = at; slot < std::min(s.slots(), at + kChunk); ++slot)
+      ids.push_back(s.id(slot));
     w.put_array(ids.data(), ids.size());
   }
-  {
-    std::vector<std::uint8_t> deleted(s.slots());
-    s.copy_deleted(deleted.data());
+  std::vector<std::uint8_t> deleted;
+  for (std::size_t at = 0; at < s.slots(); at += kChunk) {
+    deleted.clear();
+    for (std::size_t slot = at; slot < std::min(s.slots(), at + kChunk); ++slot)
+      deleted.push_back(s.is_deleted(slot) ? 1 : 0);
     w.put_array(deleted.data(), deleted.size());
   }
   w.pad_to(8);
   w.put_array(s.vectors(), s.slots() * s.dim());
   // Version 2: the rank factors, so a fast open maps them instead of reading every vector.
   w.put_array(s.rank_factors(), s.slots());
-  w.write_file(path);
+  w.finish();
 }
 
 LoadedVectors read_vectors(const std::string& path, bool mapped) {
@@ -92,7 +99,7 @@ LoadedVectors read_vectors(const std::string& path, bool mapped) {
 }
 
 void write_graph(const std::string& path, const HnswGraph& g) {
-  Writer w;
+  Writer w(path);
   start(w, kGraphMagic);
   const auto& p = g.params();
   w.put<std::uint32_t>(static_cast<std::uint32_t>(p.M));
@@ -111,7 +118,7 @@ void write_graph(const std::string& path, const HnswGraph& g) {
   const std::vector<std::uint32_t> sources = g.repair_source_pairs();
   w.put<std::uint64_t>(sources.size() / 2);
   w.put_array(sources.data(), sources.size());
-  w.write_file(path);
+  w.finish();
 }
 
 LoadedGraph read_graph(const std::string& path, std::size_t expected_nodes,

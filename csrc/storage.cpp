@@ -129,10 +129,6 @@ void VectorStorage::leave_identity_ids() {
     if (!deleted_[s]) slot_of_id_.emplace(ids_[s], static_cast<std::uint32_t>(s));
 }
 
-void VectorStorage::copy_deleted(std::uint8_t* out) const {
-  for (std::size_t s = 0; s < slots(); ++s) out[s] = deleted_[s] != 0 ? 1 : 0;
-}
-
 void VectorStorage::copy_ids(std::int64_t* out) const {
   const std::size_t n = slots();
   if (identity_ids_)

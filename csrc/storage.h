@@ -73,8 +73,6 @@ class VectorStorage {
   bool is_deleted(std::size_t slot) const { return deleted_[slot] != 0; }
   // Per slot, nonzero when deleted (kDeleted, with kReleased once released).
   const std::uint8_t* deleted_flags() const { return deleted_.data(); }
-  // Writes the deletion flags as saved: 1 for deleted, 0 for live (released is not saved).
-  void copy_deleted(std::uint8_t* out) const;
 
   // The live slot holding `id`, or -1.
   std::int64_t find(std::int64_t id) const;

@@ -95,6 +95,20 @@ def _vectors_file(root: Path) -> Path:
     return next(root.glob("vectors-*.bin"))
 
 
+def test_the_streamed_files_carry_the_checksums_an_independent_reader_computes(tmp_path):
+    # 30k points: each binary file spans several 1 MiB blocks, written one block at a time.
+    x = boundary_tree(30_000, 16, seed=4).points
+    index = pi.PoincareIndex(16, M=8)
+    index.add(x)
+    index.remove_ids(np.arange(0, 30_000, 101))
+    index.save(tmp_path / "ix")
+    for path in sorted((tmp_path / "ix").glob("*.bin")):
+        written = path.read_bytes()
+        assert len(written) > 2 * BLOCK
+        refresh_checksums(path)  # zlib's CRCs of every block, the table and the whole file
+        assert path.read_bytes() == written, path.name
+
+
 def test_a_damaged_block_is_found_by_verify_and_refused_by_a_write(tmp_path):
     root, x, _ = _saved(tmp_path, n=20000)  # vectors past the first 1 MiB block
     path = _vectors_file(root)
