@@ -215,10 +215,6 @@ class _IndexBase(FaissSurface):
             t = np.datetime64(_time.now_micros(), "us")
         added = 0
         total = source_rows(source)
-        if total:  # allocate once for the whole source: growing per chunk leaves up to 1.5x slack
-            with self._write_lock:
-                self._core.reserve(total)
-                self._columns.reserve(total)
         chunks = iter_chunks(
             source,
             self.dim,
@@ -241,6 +237,13 @@ class _IndexBase(FaissSurface):
                     raise type(exc)(msg) from exc
                 added += len(chunk.x)
                 bar.update(len(chunk.x))
+                if added == len(chunk.x) and total and total > added:
+                    # Allocate once for the rest of the source (growing per chunk leaves up to
+                    # 1.5x slack), but only once a first chunk was read and accepted: a source
+                    # refused at its first row must not leave the index holding its size.
+                    with self._write_lock:
+                        self._core.reserve(total - added)
+                        self._columns.reserve(total - added)
         return added
 
     def _add(

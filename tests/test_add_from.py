@@ -154,3 +154,24 @@ def test_rows_without_times_share_the_moment_of_the_call(points):
     index.add_from(base, chunk_rows=100)
     t = index.columns.column("t").to_numpy()
     assert len(np.unique(t)) == 1
+
+
+@pytest.mark.parametrize("kind", [pi.PoincareIndex, pi.PoincareFlatIndex])
+def test_a_source_refused_at_its_first_chunk_leaves_no_allocation_for_its_size(kind, tmp_path):
+    x = np.zeros((200_000, 16), dtype=np.float32)
+    x[3, 5] = np.nan
+    path = tmp_path / "bad.npy"
+    np.save(path, x)
+    index = kind(16)
+    before = index.memory_usage()
+    with pytest.raises(ValueError, match="rows 0..1023"):
+        index.add_from(path, chunk_rows=1024)
+    assert index.ntotal == 0
+    assert index.memory_usage() == before
+    # A source accepted chunk by chunk allocates for all of it once its first chunk is in.
+    x[3, 5] = 0.0
+    np.save(path, x[:5000])
+    index.add_from(path, chunk_rows=1024, t=NOW)
+    assert index.ntotal == 5000
+    usage = index.memory_usage()
+    assert usage["vectors"] == 5000 * 16 * 4 and usage["column_t"] == 5000 * 8  # no growth slack
