@@ -73,8 +73,8 @@ class HnswGraph {
   // node and its rank. The graph must not be empty.
   std::uint32_t descend(const VectorStorage& storage, const float* q, float* rank_out) const;
 
-  // Whether every node of `found` lies much nearer the origin than a point with factor a_q
-  // (a(n) kHubRatio < a_q): then nodes at the query's depth may hide behind them.
+  // Whether the nearest node of `found` (by rank) lies much nearer the origin than a point with
+  // factor a_q (a(n) kHubRatio < a_q): then nodes at the query's depth may hide behind it.
   static bool hub_dominated(const VectorStorage& storage, const std::vector<Candidate>& found,
                             float a_q);
 
