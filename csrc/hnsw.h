@@ -97,6 +97,18 @@ class HnswGraph {
   // The live nodes, the entry point aside, without such a way down, ascending.
   std::vector<std::uint32_t> without_way_down(const VectorStorage& storage) const;
 
+  // Gives each live node of `slots` that a search for its own coordinates (beam kProbeEf) does
+  // not return an in-link from the nearest node that search did return with room, kept as a
+  // repair link: a way in from where beams towards it end. Reachable is not findable: a hash
+  // shard of a tree loses whole chains of ancestors (on two shards, every ancestor of one subtree
+  // in 2^depth), and a beam from the root then stops at shallow nodes of the neighbouring
+  // subtrees, every path on to the lost one passing nodes farther from it. Nodes are taken
+  // shallowest first and probed again just before linking, so one link into the top of a lost
+  // subtree serves the rest of it. Returns the links added. Not concurrent with insert() or
+  // search().
+  std::size_t link_unfound(const VectorStorage& storage, const std::vector<std::uint32_t>& slots,
+                           ScratchPool& scratch, ThreadPool& pool);
+
   // Gives each node of `slots` (just inserted) that no node links to on level 0 an in-link from
   // its nearest out-neighbour with room, kept there as a repair link. O(M^2) per node. Returns
   // false when some node found no neighbour with room (then a full repair is needed). Nodes
@@ -150,6 +162,9 @@ class HnswGraph {
   // that hub and looks for the query's own depth, in construction and in search.
   static constexpr float kHubRatio = 2.0f;
   static constexpr std::size_t kRepairBackups = 8;
+  // The beam link_unfound probes with: the k of a top-10 search, the narrowest beam such a
+  // search runs (FAISS's default ef is 16, ours 64).
+  static constexpr std::size_t kProbeEf = 10;
   // Whether s may give u its way down (see link_from_above): s lies at u's depth or shallower.
   // Allowing sources up to kCoverRatio deeper, as the heuristic's stand-ins are, left the hash
   // halves of the 100k hierarchy at recall@10 0.9936 / 0.9966 at ef=16; this rule took them

@@ -123,6 +123,58 @@ std::size_t HnswGraph::link_from_above(const VectorStorage& storage, ThreadPool&
   return added;
 }
 
+std::size_t HnswGraph::link_unfound(const VectorStorage& storage,
+                                    const std::vector<std::uint32_t>& slots,
+                                    ScratchPool& scratch_pool, ThreadPool& pool) {
+  if (nodes() < 2 || entry_ == kNone || slots.empty()) return 0;
+  // Per pool thread, the probe's results (the pool numbers its threads from 0).
+  std::vector<std::vector<Candidate>> found(static_cast<std::size_t>(pool.size()) + 1);
+  auto probe = [&](std::uint32_t u, std::vector<Candidate>& out) {
+    ScratchGuard sg(scratch_pool);
+    search(storage, storage.vector(u), kProbeEf, *sg, out);
+    return std::any_of(out.begin(), out.end(), [u](const Candidate& c) { return c.second == u; });
+  };
+  const std::size_t cap = max_links(0) + kRepairSlots;
+  std::vector<std::uint8_t> lost(slots.size(), 0);
+  pool.parallel_for(slots.size(), [&](std::size_t j, int thread) {
+    const std::uint32_t u = slots[j];
+    if (u == entry_ || storage.is_deleted(u) || levels_[u] > max_level_) return;
+    std::vector<Candidate>& out = found[static_cast<std::size_t>(thread)];
+    // Lists only fill up from here on: a node whose beam ended on full lists stays as it is
+    // (on boundary GloVe a fifth of the points: their beams end on hubs), without a second probe.
+    lost[j] = !probe(u, out) && std::any_of(out.begin(), out.end(), [&](const Candidate& c) {
+      return links_at(c.second, 0)[0] < cap;
+    });
+  });
+  std::vector<std::uint32_t> pending;
+  for (std::size_t j = 0; j < slots.size(); ++j)
+    if (lost[j]) pending.push_back(slots[j]);
+  // Shallowest first: the link into the top of a lost subtree leads the probes of its deeper
+  // nodes in, and they need none of their own.
+  std::sort(pending.begin(), pending.end(), [&](std::uint32_t a, std::uint32_t b) {
+    const float fa = storage.rank_factor(a), fb = storage.rank_factor(b);
+    return fa < fb || (fa == fb && a < b);
+  });
+  std::vector<Candidate>& out = found.back();
+  std::size_t added = 0;
+  for (const std::uint32_t u : pending) {
+    if (probe(u, out)) continue;  // an earlier link let the beam in
+    // The nodes the beam ended on, nearest to u first: the next beam towards u or a query near
+    // it stops there too, and now sees u.
+    for (const Candidate& c : out) {
+      std::uint32_t* l = links_at(c.second, 0);
+      if (l[0] >= cap || std::find(l + 1, l + 1 + l[0], u) != l + 1 + l[0]) continue;
+      l = level0_with_room(c.second);
+      l[1 + l[0]] = u;
+      ++l[0];
+      repair_source_.set(u, c.second);
+      ++added;
+      break;
+    }
+  }
+  return added;
+}
+
 std::size_t HnswGraph::repair_connectivity(const VectorStorage& storage, ScratchPool& scratch,
                                            ThreadPool& pool) {
   // Ways down first: they only append links, so the reachability rounds below still see

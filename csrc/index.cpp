@@ -393,11 +393,13 @@ void HnswIndexCore::finish_batch(const std::vector<std::uint32_t>& slots) {
   // A chat loop adds one row at a time: a full walk per add made each add O(n). A small batch
   // links its own orphans (a new node no neighbour kept a back-link to) and leaves the nodes
   // its pruning may have orphaned to the next full repair, at most n/64 rows later.
-  if (rows_since_repair_ * kRepairEvery < graph_->nodes() &&
-      graph_->link_new_nodes(storage_, slots))
-    return;
-  graph_->repair_connectivity(storage_, scratch_, *pool_);
-  rows_since_repair_ = 0;
+  if (rows_since_repair_ * kRepairEvery >= graph_->nodes() ||
+      !graph_->link_new_nodes(storage_, slots)) {
+    graph_->repair_connectivity(storage_, scratch_, *pool_);
+    rows_since_repair_ = 0;
+  }
+  // Reachable now; findable too: one search per new row (a small part of its insertion).
+  graph_->link_unfound(storage_, slots, scratch_, *pool_);
 }
 
 void HnswIndexCore::fused_search_one(const FusedScorer& scorer, const FusedParams& params,
