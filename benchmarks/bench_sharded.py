@@ -6,8 +6,8 @@
    exact ground truth).
 3. Overhead: batch QPS of 2 HNSW shards (one search thread each) against the single index with 2
    threads, over the same ef sweep, compared at the same ef and at equal recall@10 (each sharded
-   point against the single index's QPS at its recall: ``single_qps_at``); and the single-query
-   latency p50/p99
+   point against the single index's QPS at its recall: ``single_qps_at``), for plain remote
+   calls and for ``low_latency=True`` (the compiled graph); and the single-query latency p50/p99
    of the single index, the sharded one and the sharded one with ``low_latency=True``, i.e.
    what the remote calls add.
 
@@ -61,11 +61,13 @@ def single_qps_at(single: list[dict[str, float]], r: float) -> float | None:
     return best
 
 
-def equal_recall_ratios(curve: dict[str, list[dict[str, float]]]) -> list[dict[str, float]]:
-    """For each sharded point whose recall@10 the single index reaches, the single index's QPS
-    at that recall (single_qps_at) and the ratio of the sharded QPS to it."""
+def equal_recall_ratios(
+    curve: dict[str, list[dict[str, float]]], name: str = "sharded"
+) -> list[dict[str, float]]:
+    """For each point of ``curve[name]`` whose recall@10 the single index reaches, the single
+    index's QPS at that recall (single_qps_at) and the ratio of the sharded QPS to it."""
     out = []
-    for point in curve["sharded"]:
+    for point in curve[name]:
         qps = single_qps_at(curve["single"], point["recall_at_10"])
         if qps is not None:
             out.append({"sharded_ef": point["ef"], "recall_at_10": point["recall_at_10"], "single_qps": qps,
@@ -151,9 +153,17 @@ def main() -> int:
             out.append(time.perf_counter() - t0)
     qps_sharded = next(c for c in curve["sharded"] if c["ef"] == args.ef)["qps"]
     sharded.close()
-    fast = ShardedIndex(data.dim, shards=2, kind="hnsw", M=16, ef_construction=200, low_latency=True)
+    fast = ShardedIndex(
+        data.dim, shards=2, kind="hnsw", M=16, ef_construction=200, threads_per_shard=1, low_latency=True
+    )
     fast.add(db)
     fast.search(q[:1], 10, ef=args.ef)  # the first call compiles the graph
+    curve["sharded_low_latency"] = []
+    for ef in args.efs:
+        _, found = fast.search(q, 10, ef=ef)
+        qps = len(q) / best_of(args.repeats, fast.search, q, 10, ef)[0]
+        curve["sharded_low_latency"].append({"ef": ef, "recall_at_10": recall_at_k(found, I1), "qps": qps})
+        print(f"ef={ef}: sharded, low_latency {curve['sharded_low_latency'][-1]}", flush=True)
     for i in range(n_lat):
         for fn, out in ((single.search, lat_single_2), (fast.search, lat_fast)):
             t0 = time.perf_counter()
@@ -166,6 +176,7 @@ def main() -> int:
         "batch_qps_single_2_threads": qps_single, "batch_qps_2_shards_same_ef": qps_sharded,
         "qps_ratio_same_ef": qps_sharded / qps_single,
         "equal_recall_curve": equal_recall_ratios(curve),
+        "equal_recall_curve_low_latency": equal_recall_ratios(curve, "sharded_low_latency"),
         "latency_single_ms": percentiles_ms(lat_single), "latency_sharded_ms": percentiles_ms(lat_sharded),
         "latency_sharded_low_latency_ms": percentiles_ms(lat_fast),
         "added_latency_p50_ms": float(np.median(lat_sharded) - np.median(lat_single)) * 1e3,

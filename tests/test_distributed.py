@@ -52,6 +52,28 @@ def test_sharded_flat_equals_the_single_flat_index(shards, stamped_data):
     sharded.close()
 
 
+def test_ids_past_int32_come_back_whole(stamped_data):
+    # Shards answer with int32 ids when theirs fit (a smaller result travels inline): ids that
+    # do not fit, negative ones and the padding must come back as the single index gives them.
+    base, queries, _ = stamped_data
+    ids = np.arange(len(base), dtype=np.int64) * 3 - 8  # negative ids but -1 (padding) too
+    ids[len(base) // 2 :] += 2**40  # ascending, as the slots: ties rank alike on both sides
+    for held in (ids, np.arange(len(base), dtype=np.int64) * 2 - 6):  # past int32 / all fit
+        sharded = ShardedIndex(16, shards=2, kind="flat")
+        sharded.add_with_ids(base, held)
+        single = pi.PoincareFlatIndex(16)
+        single.add_with_ids(base, held)
+        D, I = sharded.search(queries, 10)
+        D1, I1 = single.search(queries, 10)
+        assert I.dtype == np.int64
+        np.testing.assert_array_equal(I, I1)
+        np.testing.assert_array_equal(D, D1)
+        _, I = sharded.search(queries[:2], len(base) + 3)  # every id once, then the padding
+        assert np.all(I[:, len(base) :] == -1)
+        assert all(np.array_equal(np.sort(row[: len(base)]), np.sort(held)) for row in I)
+        sharded.close()
+
+
 def test_sharded_hnsw_recall_is_at_least_the_single_one(stamped_data):
     base, queries, _ = stamped_data
     sharded = ShardedIndex(16, shards=2, kind="hnsw", seed=1)

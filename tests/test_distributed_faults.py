@@ -116,6 +116,32 @@ def test_without_a_checkpoint_a_dead_shard_raises_or_is_left_out_when_asked(stam
     s.close()
 
 
+def test_a_large_batch_goes_to_the_object_store_once_and_survives_a_restoration(stamped_data, tmp_path):
+    from poincare_index.distributed.sharded import _INLINE_LIMIT, _stored_once
+
+    base, _, t = stamped_data
+    big = np.ascontiguousarray(base[:2000])  # 2,000 16-d queries: 128 KB
+    assert big.nbytes >= _INLINE_LIMIT
+    stored = _stored_once((big, 5, None, big[:10]))
+    assert isinstance(stored[0], ray.ObjectRef) and stored[1:3] == (5, None)
+    assert isinstance(stored[3], np.ndarray)  # a small one stays inline
+    np.testing.assert_array_equal(ray.get(stored[0]), big)
+    s = ShardedIndex(16, shards=2, kind="flat", checkpoint_path=tmp_path / "ck")
+    single = pi.PoincareFlatIndex(16)
+    for index in (s, single):
+        index.add(base, t=t)
+    s.save()
+    D1, I1 = single.search(big, 5)
+    D, I = s.search(big, 5)
+    np.testing.assert_array_equal(I, I1)
+    np.testing.assert_array_equal(D, D1)
+    kill_and_wait(s.actors[0])
+    D, I = s.search(big, 5)  # the restored shard reads the same stored batch
+    np.testing.assert_array_equal(I, I1)
+    np.testing.assert_array_equal(D, D1)
+    s.close()
+
+
 def test_a_shard_that_does_not_answer_is_named_within_the_bound(stamped_data):
     base, queries, _ = stamped_data
     s = ShardedIndex(16, shards=2, kind="flat", call_timeout=1.0)
