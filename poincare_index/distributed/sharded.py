@@ -548,8 +548,8 @@ _INLINE_LIMIT = 100 * 1024
 def _stored_once(question: tuple[Any, ...]) -> tuple[Any, ...]:
     """``question`` with each large array put into Ray's object store once, so the shards all
     read the one copy (Ray resolves a reference passed as an argument to its value). A batch of
-    1,000 64-d queries is 256 KB: passed inline to two shards it cost 4.4 ms a search, put once
-    2.2 ms (benchmarks/BENCHMARKS.md, Step 9)."""
+    1,000 64-d queries is 256 KB: an empty call to two shards carrying it took 2.7-3.3 ms
+    inline, 2.5 ms put once (benchmarks/BENCHMARKS.md, Step 9)."""
     import ray
 
     return tuple(
