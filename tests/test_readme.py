@@ -57,6 +57,19 @@ def test_sharded_example_runs(tmp_path, monkeypatch, capsys):
     assert printed == ["True", "7 True", "448 5"]
 
 
+def test_memory_service_example_runs(tmp_path, monkeypatch, capsys):
+    if not os.environ.get("CI"):
+        pytest.importorskip("ray")
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    monkeypatch.chdir(tmp_path)  # the example stores the memories in the working directory
+    exec(_block_after("### Memory as a service"), {})
+    printed = [line for line in capsys.readouterr().out.splitlines() if "(raylet)" not in line]
+    assert printed == ["['prefers green tea']", "['alice', 'bob'] 1"]
+
+
 def test_hierarchy_example_runs(capsys):
     if not os.environ.get("CI"):
         pytest.importorskip("numba")
