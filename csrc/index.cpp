@@ -383,6 +383,14 @@ void HnswIndexCore::release_deleted(bool due) {
     graph_->remove_nodes(storage_, gone, *pool_);
     // Re-selected lists can leave a node without an in-link a walk from the entry reaches.
     graph_->repair_connectivity(storage_, scratch_, *pool_);
+    // ... or without the link a beam came in by: most nodes lost an in-link (5 % of the
+    // nodes leaving, each with 2M out-links), so every remaining one is probed (a churned
+    // half tree had 2 -> 16 -> 39 -> 51 nodes its own search missed, one round per release).
+    std::vector<std::uint32_t> remaining;
+    remaining.reserve(storage_.slots() - gone.size());
+    for (std::uint32_t s = 0; s < storage_.slots(); ++s)
+      if (!storage_.is_deleted(s)) remaining.push_back(s);
+    graph_->link_unfound(storage_, remaining, scratch_, *pool_);
   }
   storage_.release(gone);
 }
