@@ -234,6 +234,10 @@ class HnswGraph {
   // entry), relocating a full in-place list first: pointers to relocated lists taken before
   // are invalid afterwards. Only the repair calls it (not concurrent with insert() or search()).
   std::uint32_t* level0_with_room(std::uint32_t slot);
+  // Appends the level-0 link from -> to as a repair link (re-selections of from's list keep
+  // it), relocating from's list if it is full in place; false, changing nothing, when from
+  // already links to `to` or holds 2M + kRepairSlots links.
+  bool append_repair_link(std::uint32_t from, std::uint32_t to);
   // Links a level-0 list of `slot` may hold now: 2M in place, 2M + kRepairSlots relocated.
   std::size_t level0_capacity(std::uint32_t slot) const {
     return max_links(0) + (is_relocated(slot) ? kRepairSlots : 0);

@@ -75,9 +75,19 @@ std::vector<std::uint32_t> HnswGraph::without_way_down(const VectorStorage& stor
   return out;
 }
 
+bool HnswGraph::append_repair_link(std::uint32_t from, std::uint32_t to) {
+  std::uint32_t* l = links_at(from, 0);
+  if (l[0] >= max_links(0) + kRepairSlots || std::find(l + 1, l + 1 + l[0], to) != l + 1 + l[0])
+    return false;
+  l = level0_with_room(from);
+  l[1 + l[0]] = to;
+  ++l[0];
+  repair_source_.set(to, from);
+  return true;
+}
+
 std::size_t HnswGraph::link_from_above(const VectorStorage& storage, ThreadPool& pool) {
   if (nodes() < 2 || entry_ == kNone) return 0;
-  const std::size_t cap = max_links(0) + kRepairSlots;
   const std::vector<std::uint32_t> pending = without_way_down(storage);
   if (pending.empty()) return 0;
   // Candidate sources per pending node, nearest first: its own out-neighbours above it, else
@@ -109,16 +119,11 @@ std::size_t HnswGraph::link_from_above(const VectorStorage& storage, ThreadPool&
   std::size_t added = 0;
   for (std::size_t j = 0; j < pending.size(); ++j) {
     const std::uint32_t u = pending[j];
-    for (const Candidate& c : sources[j]) {
-      std::uint32_t* l = links_at(c.second, 0);
-      if (l[0] >= cap || std::find(l + 1, l + 1 + l[0], u) != l + 1 + l[0]) continue;
-      l = level0_with_room(c.second);
-      l[1 + l[0]] = u;
-      ++l[0];
-      repair_source_.set(u, c.second);
-      ++added;
-      break;
-    }
+    for (const Candidate& c : sources[j])
+      if (append_repair_link(c.second, u)) {
+        ++added;
+        break;
+      }
   }
   return added;
 }
@@ -161,16 +166,11 @@ std::size_t HnswGraph::link_unfound(const VectorStorage& storage,
     if (probe(u, out)) continue;  // an earlier link let the beam in
     // The nodes the beam ended on, nearest to u first: the next beam towards u or a query near
     // it stops there too, and now sees u.
-    for (const Candidate& c : out) {
-      std::uint32_t* l = links_at(c.second, 0);
-      if (l[0] >= cap || std::find(l + 1, l + 1 + l[0], u) != l + 1 + l[0]) continue;
-      l = level0_with_room(c.second);
-      l[1 + l[0]] = u;
-      ++l[0];
-      repair_source_.set(u, c.second);
-      ++added;
-      break;
-    }
+    for (const Candidate& c : out)
+      if (append_repair_link(c.second, u)) {
+        ++added;
+        break;
+      }
   }
   return added;
 }

@@ -25,7 +25,6 @@ import functools
 import inspect
 import os
 import threading
-import uuid
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -35,7 +34,7 @@ import numpy as np
 
 from .._validation import as_positive_int
 from ..memory.memory import Memory
-from ..memory.session import Session
+from ..memory.session import Session, session_id_or_new
 from ..memory.store import valid_namespace
 from .routing import shard_of
 from .slots import ShardUnavailableError
@@ -319,12 +318,8 @@ class RemoteSession:
     call to the namespace's host (the session is a tag on memories, so it holds no state there)."""
 
     def __init__(self, memory: RemoteMemory, session_id: str | None = None) -> None:
-        if session_id is None:
-            session_id = uuid.uuid4().hex
-        if not isinstance(session_id, str) or not session_id:
-            raise TypeError("session_id must be a non-empty str")
         self.memory = memory
-        self.id = session_id
+        self.id = session_id_or_new(session_id)
 
     def __enter__(self) -> RemoteSession:
         return self

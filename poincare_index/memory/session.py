@@ -17,6 +17,15 @@ __all__ = ["Session", "SESSION_KEY"]
 SESSION_KEY = "session"  # the metadata key that tags a memory with its session
 
 
+def session_id_or_new(session_id: str | None) -> str:
+    """``session_id``, or a new random one for None; TypeError for anything but a non-empty str."""
+    if session_id is None:
+        return uuid.uuid4().hex
+    if not isinstance(session_id, str) or not session_id:
+        raise TypeError("session_id must be a non-empty str")
+    return session_id
+
+
 class Session:
     """A scope over one Memory: ``add`` tags memories with ``metadata["session"] = id``;
     ``search``/``list`` see only this session's memories (a hard filter pushed into the index).
@@ -26,12 +35,8 @@ class Session:
     """
 
     def __init__(self, memory: Memory, session_id: str | None = None) -> None:
-        if session_id is None:
-            session_id = uuid.uuid4().hex
-        if not isinstance(session_id, str) or not session_id:
-            raise TypeError("session_id must be a non-empty str")
         self.memory = memory
-        self.id = session_id
+        self.id = session_id_or_new(session_id)
 
     def __enter__(self) -> Session:
         return self
