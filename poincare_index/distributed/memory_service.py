@@ -34,10 +34,12 @@ import numpy as np
 
 from .._validation import as_positive_int
 from ..memory.memory import Memory
+from ..memory.mirror import mirror
 from ..memory.session import Session, session_id_or_new
 from ..memory.store import valid_namespace
 from .routing import shard_of
-from .slots import ShardUnavailableError
+from .sharded import _ray, _seconds
+from .slots import ShardUnavailableError, own_exception
 
 __all__ = ["MemoryService", "RemoteMemory", "RemoteSession"]
 
@@ -95,14 +97,6 @@ class _Host:
         return os.getpid()
 
 
-def _ray() -> Any:
-    try:
-        import ray
-    except ImportError as exc:
-        raise ImportError("MemoryService needs Ray: pip install 'poincare-index[ray]'") from exc
-    return ray
-
-
 class MemoryService:
     """``MemoryService(path=None, *, hosts=2, actor_options=None, call_timeout=60.0,
     **memory_options)``: ``hosts`` Ray actors holding namespaces of Memory. ``memory_options``
@@ -131,10 +125,6 @@ class MemoryService:
         self._hosts = as_positive_int(hosts, "hosts")
         if actor_options is not None and not isinstance(actor_options, dict):
             raise TypeError(f"actor_options must be a dict, got {type(actor_options).__name__}")
-        if isinstance(call_timeout, bool) or not isinstance(call_timeout, (int, float)):
-            raise TypeError(f"call_timeout must be a number of seconds, got {type(call_timeout).__name__}")
-        if not np.isfinite(call_timeout) or call_timeout <= 0:
-            raise ValueError(f"call_timeout must be a positive number of seconds, got {call_timeout!r}")
         for key in _SET_BY_SERVICE:
             if key in memory_options:
                 raise TypeError(f"MemoryService sets {key!r} itself: give path= to the service")
@@ -145,7 +135,7 @@ class MemoryService:
         self._path = None if path is None else str(Path(path).absolute())
         if self._path is not None:
             Path(self._path).mkdir(parents=True, exist_ok=True)
-        self._timeout = float(call_timeout)
+        self._timeout = _seconds(call_timeout, "call_timeout")
         options = {"num_cpus": 1, "max_concurrency": 4, **(actor_options or {})}
         if "max_restarts" in options:
             raise ValueError("MemoryService chooses max_restarts itself (restarted with a path, not without)")
@@ -233,8 +223,7 @@ class MemoryService:
         try:
             return ray.get(ref, timeout=self._timeout)
         except ray.exceptions.RayTaskError as exc:
-            cause = exc.cause if isinstance(exc.cause, BaseException) else RuntimeError(str(exc))
-            raise cause from None
+            raise own_exception(exc) from None
         except ray.exceptions.GetTimeoutError:
             raise ShardUnavailableError(f"{where} did not answer {what} within {self._timeout:g} s") from None
         except ray.exceptions.RayActorError as exc:
@@ -291,26 +280,12 @@ def _forward_session(name: str, method: Callable[..., Any]) -> Callable[..., Any
     return call
 
 
-def _read_remote(self: RemoteMemory, name: str) -> Any:
-    self._check_open()
-    return self._service._attribute(self._name, name)
+def _read_remote(name: str) -> Callable[[RemoteMemory], Any]:
+    def read(self: RemoteMemory) -> Any:
+        self._check_open()
+        return self._service._attribute(self._name, name)
 
-
-def _mirror(
-    target: type, into: type, forward: Callable[[str, Callable[..., Any]], Any], skip: tuple[str, ...]
-):
-    """Gives ``into`` a forwarding method for each public method of ``target`` and, for
-    ``RemoteMemory``, a property read from the host for each public property."""
-    for name in dir(target):
-        if name.startswith("_") or name in skip or name in into.__dict__:
-            continue
-        attr = inspect.getattr_static(target, name)
-        if isinstance(attr, property):
-            setattr(into, name, property(functools.partial(_read_remote, name=name), doc=attr.__doc__))
-        elif isinstance(attr, staticmethod):
-            setattr(into, name, attr)
-        elif inspect.isfunction(attr):
-            setattr(into, name, forward(name, attr))
+    return read
 
 
 class RemoteSession:
@@ -374,5 +349,5 @@ class RemoteMemory:
         return f"RemoteMemory({self._name!r}, host {self._service.host_of(self._name)})"
 
 
-_mirror(Memory, RemoteMemory, _forward, _NOT_REMOTE)
-_mirror(Session, RemoteSession, _forward_session, ("memory",))
+mirror(Memory, RemoteMemory, _forward, _read_remote, _NOT_REMOTE)
+mirror(Session, RemoteSession, _forward_session, None)

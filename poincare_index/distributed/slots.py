@@ -17,6 +17,12 @@ from numpy.typing import NDArray
 __all__ = ["ShardSlot", "ShardSet", "ShardUnavailableError"]
 
 
+def own_exception(exc: Any) -> BaseException:
+    """The exception a remote method raised, from Ray's RayTaskError around it (a KeyError
+    stays a KeyError); a RuntimeError with Ray's message when it carries none."""
+    return exc.cause if isinstance(exc.cause, BaseException) else RuntimeError(str(exc))
+
+
 class ShardUnavailableError(RuntimeError):
     """A shard actor died, did not answer in time, or could not be restored; the message names
     the shard by its number."""
@@ -156,7 +162,7 @@ class ShardSet:
                     continue
                 except ray.exceptions.RayTaskError as exc:
                     if error is None:
-                        error = exc.cause if isinstance(exc.cause, BaseException) else RuntimeError(str(exc))
+                        error = own_exception(exc)
                     continue
                 except ray.exceptions.RayActorError as exc:
                     if slot.retired:
@@ -190,8 +196,7 @@ class ShardSet:
         try:
             return ray.get(ref, timeout=self.call_timeout)
         except ray.exceptions.RayTaskError as exc:
-            cause = exc.cause if isinstance(exc.cause, BaseException) else RuntimeError(str(exc))
-            raise cause from None
+            raise own_exception(exc) from None
         except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
             raise ShardUnavailableError(
                 f"shard {slot.number} failed again after it was restored: {type(exc).__name__}"

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
 from collections.abc import Callable
 from typing import Any
 
 from .memory import Memory
+from .mirror import mirror
 from .session import Session
 
 __all__ = ["AsyncMemory", "AsyncSession"]
@@ -31,19 +31,8 @@ def _coroutine(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-def _mirror(target: type, into: type, skip: tuple[str, ...] = ()) -> None:
-    """Gives ``into`` a coroutine for each public method of ``target`` and a read-only
-    property for each public property."""
-    for name in dir(target):
-        if name.startswith("_") or name in skip or name in into.__dict__:
-            continue
-        attr = inspect.getattr_static(target, name)
-        if isinstance(attr, property):
-            setattr(into, name, property(lambda self, n=name: getattr(self._target, n), doc=attr.__doc__))
-        elif isinstance(attr, staticmethod):
-            setattr(into, name, attr)
-        elif inspect.isfunction(attr):
-            setattr(into, name, _coroutine(name, attr))
+def _read_target(name: str) -> Callable[[Any], Any]:
+    return lambda self: getattr(self._target, name)
 
 
 class AsyncSession:
@@ -85,8 +74,8 @@ class AsyncMemory:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
-        await self.close()  # type: ignore[attr-defined]  # made by _mirror
+        await self.close()  # type: ignore[attr-defined]  # made by mirror
 
 
-_mirror(Memory, AsyncMemory)
-_mirror(Session, AsyncSession)
+mirror(Memory, AsyncMemory, _coroutine, _read_target)
+mirror(Session, AsyncSession, _coroutine, _read_target)
