@@ -75,6 +75,13 @@ def equal_recall_ratios(
     return out
 
 
+def sweep_point(index: Any, q: np.ndarray, ef: int, truth: np.ndarray, repeats: int) -> dict[str, float]:
+    """One point of a QPS-recall curve: recall@10 against ``truth`` and batch QPS at ``ef``."""
+    _, found = index.search(q, 10, ef=ef)
+    qps = len(q) / best_of(repeats, index.search, q, 10, ef)[0]
+    return {"ef": ef, "recall_at_10": recall_at_k(found, truth), "qps": qps}
+
+
 def main() -> int:
     import ray
 
@@ -137,9 +144,7 @@ def main() -> int:
     curve: dict[str, list[dict[str, float]]] = {"single": [], "sharded": []}
     for ef in args.efs:
         for name, index in (("single", single), ("sharded", sharded)):
-            _, found = index.search(q, 10, ef=ef)
-            qps = len(q) / best_of(args.repeats, index.search, q, 10, ef)[0]
-            curve[name].append({"ef": ef, "recall_at_10": recall_at_k(found, I1), "qps": qps})
+            curve[name].append(sweep_point(index, q, ef, I1, args.repeats))
         print(f"ef={ef}: single {curve['single'][-1]}, sharded {curve['sharded'][-1]}", flush=True)
     base_point = next(c for c in curve["single"] if c["ef"] == args.ef)
     # Latency, one query at a time, alternating with the single index; the plain sharded index
@@ -160,9 +165,7 @@ def main() -> int:
     fast.search(q[:1], 10, ef=args.ef)  # the first call compiles the graph
     curve["sharded_low_latency"] = []
     for ef in args.efs:
-        _, found = fast.search(q, 10, ef=ef)
-        qps = len(q) / best_of(args.repeats, fast.search, q, 10, ef)[0]
-        curve["sharded_low_latency"].append({"ef": ef, "recall_at_10": recall_at_k(found, I1), "qps": qps})
+        curve["sharded_low_latency"].append(sweep_point(fast, q, ef, I1, args.repeats))
         print(f"ef={ef}: sharded, low_latency {curve['sharded_low_latency'][-1]}", flush=True)
     for i in range(n_lat):
         for fn, out in ((single.search, lat_single_2), (fast.search, lat_fast)):
