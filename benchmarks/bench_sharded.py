@@ -97,6 +97,8 @@ def main() -> int:
     ap.add_argument("--latency-queries", type=int, default=300)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "sharded.json"))
     args = ap.parse_args()
+    if args.ef not in args.efs:  # the same-ef figures and the latency runs are taken at --ef
+        ap.error(f"--ef {args.ef} must be one of --efs {args.efs}")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     data = load(args.data, args.n, args.queries, seed=0)
     db, q = data.database, data.queries
