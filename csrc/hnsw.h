@@ -234,6 +234,11 @@ class HnswGraph {
   // entry), relocating a full in-place list first: pointers to relocated lists taken before
   // are invalid afterwards. Only the repair calls it (not concurrent with insert() or search()).
   std::uint32_t* level0_with_room(std::uint32_t slot);
+  // Whether `slot`'s level-0 list can take one more repair link (fewer than 2M + kRepairSlots;
+  // a full list in place is relocated when it takes one).
+  bool has_repair_room(std::uint32_t slot) const {
+    return level0_list(slot)[0] < max_links(0) + kRepairSlots;
+  }
   // Appends the level-0 link from -> to as a repair link (re-selections of from's list keep
   // it), relocating from's list if it is full in place; false, changing nothing, when from
   // already links to `to` or holds 2M + kRepairSlots links.

@@ -77,8 +77,7 @@ std::vector<std::uint32_t> HnswGraph::without_way_down(const VectorStorage& stor
 
 bool HnswGraph::append_repair_link(std::uint32_t from, std::uint32_t to) {
   std::uint32_t* l = links_at(from, 0);
-  if (l[0] >= max_links(0) + kRepairSlots || std::find(l + 1, l + 1 + l[0], to) != l + 1 + l[0])
-    return false;
+  if (!has_repair_room(from) || std::find(l + 1, l + 1 + l[0], to) != l + 1 + l[0]) return false;
   l = level0_with_room(from);
   l[1 + l[0]] = to;
   ++l[0];
@@ -139,7 +138,6 @@ std::size_t HnswGraph::link_unfound(const VectorStorage& storage,
     search(storage, storage.vector(u), kProbeEf, *sg, out);
     return std::any_of(out.begin(), out.end(), [u](const Candidate& c) { return c.second == u; });
   };
-  const std::size_t cap = max_links(0) + kRepairSlots;
   std::vector<std::uint8_t> lost(slots.size(), 0);
   pool.parallel_for(slots.size(), [&](std::size_t j, int thread) {
     const std::uint32_t u = slots[j];
@@ -148,7 +146,7 @@ std::size_t HnswGraph::link_unfound(const VectorStorage& storage,
     // Lists only fill up from here on: a node whose beam ended on full lists stays as it is
     // (on boundary GloVe a fifth of the points: their beams end on hubs), without a second probe.
     lost[j] = !probe(u, out) && std::any_of(out.begin(), out.end(), [&](const Candidate& c) {
-      return links_at(c.second, 0)[0] < cap;
+      return has_repair_room(c.second);
     });
   });
   std::vector<std::uint32_t> pending;
@@ -227,8 +225,6 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
   const std::size_t batch_size = 32 * static_cast<std::size_t>(pool.size());
   std::vector<std::vector<Candidate>> batch(batch_size);
   std::size_t added = 0;
-  // A repair link can go into v's list without replacing one.
-  auto has_room = [&](std::uint32_t v) { return links_at(v, 0)[0] < cap; };
   // Before a beam search: the nearest reachable node with room among the neighbours of u's
   // neighbours (a few hundred distances), which is where a beam search for u mostly ends.
   auto nearest_two_hop_with_room = [&](std::uint32_t u) {
@@ -240,7 +236,7 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
       const std::uint32_t* second = links_at(out[i], 0);
       for (std::uint32_t j = 1; j <= second[0]; ++j) {
         const std::uint32_t w = second[j];
-        if (w == u || !reached[w] || !has_room(w)) continue;
+        if (w == u || !reached[w] || !has_repair_room(w)) continue;
         const float d = l2sq(xu, storage.vector(w), dim) * storage.rank_factor(w);
         if (d < best_d) {
           best_d = d;
@@ -270,7 +266,7 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
       auto consider = [&](std::uint32_t v) {
         if (v == u || !reached[v] || from != kNone) return;
         if (first_reachable == kNone) first_reachable = v;
-        if (has_room(v)) from = v;
+        if (has_repair_room(v)) from = v;  // a repair link goes in without replacing one
       };
       const std::uint32_t* out = links_at(u, 0);
       for (std::uint32_t i = 1; i <= out[0]; ++i) consider(out[i]);
