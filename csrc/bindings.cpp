@@ -19,6 +19,7 @@
 #include "metric.h"
 #include "postings.h"
 #include "time_ranked.h"
+#include "topk.h"
 
 namespace py = pybind11;
 using namespace poincare;
@@ -483,6 +484,38 @@ PYBIND11_MODULE(_core, m) {
                      values.data());
       },
       py::arg("counts").noconvert(), py::arg("rows"), py::arg("values"));
+  // The sharded index's merge: the parts' (nq, width) top-k lists into one (nq, k).
+  m.def(
+      "merge_topk",
+      [](const std::vector<FloatArray>& distances, const std::vector<Int64Array>& ids,
+         std::size_t nq, std::size_t k) {
+        if (distances.size() != ids.size())
+          throw InvalidArgument("merge_topk: one id array per distance array is needed");
+        std::vector<const float*> pd;
+        std::vector<const std::int64_t*> pi;
+        std::vector<std::size_t> widths;
+        for (std::size_t p = 0; p < distances.size(); ++p) {
+          const FloatArray& d = distances[p];
+          const Int64Array& i = ids[p];
+          if (d.ndim() != 2 || i.ndim() != 2 || static_cast<std::size_t>(d.shape(0)) != nq ||
+              d.shape(0) != i.shape(0) || d.shape(1) != i.shape(1))
+            throw InvalidArgument("merge_topk: part " + std::to_string(p) +
+                                  " is not a pair of (nq, width) arrays");
+          pd.push_back(d.data());
+          pi.push_back(i.data());
+          widths.push_back(static_cast<std::size_t>(d.shape(1)));
+        }
+        py::array_t<float> D({nq, k});
+        py::array_t<std::int64_t> I({nq, k});
+        float* out_d = D.mutable_data();
+        std::int64_t* out_i = I.mutable_data();
+        {
+          py::gil_scoped_release nogil;
+          merge_topk(pd, pi, widths, nq, k, out_d, out_i);
+        }
+        return py::make_tuple(D, I);
+      },
+      py::arg("distances"), py::arg("ids"), py::arg("nq"), py::arg("k"));
   m.def("crc32", [](py::bytes data) {
     const std::string s = data;
     return crc32_update(0, s.data(), s.size());

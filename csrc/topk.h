@@ -1,4 +1,5 @@
-// Final step of every search: exact float64 distances for the finalists, k best ascending.
+// Final step of every search: exact float64 distances for the finalists, k best ascending; and
+// the merge of several searches' top-k lists into one (the sharded index's driver).
 #pragma once
 
 #include <cstddef>
@@ -15,5 +16,14 @@ namespace poincare {
 // `slots` is reordered.
 void write_exact_topk(const VectorStorage& storage, const float* q, double a_q,
                       std::vector<std::uint32_t>& slots, std::size_t k, float* D, std::int64_t* I);
+
+// For each of nq rows, the k best entries of all parts by (distance, id) ascending, as a local
+// index orders its results (a NaN distance counts as +inf; padding, id -1 at +inf, comes last);
+// writes them to D and I (nq x k), padded with +inf / -1 when the parts hold fewer than k.
+// Part p is nq x widths[p], row-major; its rows need not be sorted.
+void merge_topk(const std::vector<const float*>& part_D,
+                const std::vector<const std::int64_t*>& part_I,
+                const std::vector<std::size_t>& widths, std::size_t nq, std::size_t k, float* D,
+                std::int64_t* I);
 
 }  // namespace poincare

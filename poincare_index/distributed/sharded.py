@@ -224,8 +224,10 @@ class ShardedIndex:
             if answers is not None:
                 return answers, []
         if len(args) > 1 and all(a is args[0] for a in args):
-            args = [_stored_once(args[0])] * len(args)
-        return self._set.call(slots, method, args, allow_partial=allow_partial)
+            args = [_handed_over(method, args[0])] * len(args)
+        else:
+            args = [(method, a) for a in args]
+        return self._set.call(slots, "query", args, allow_partial=allow_partial, label=method)
 
     @property
     def actors(self) -> list[Any]:
@@ -424,17 +426,10 @@ class ShardedIndex:
             slots, "search", [question] * len(slots), allow_partial=bool(allow_partial)
         )
         got = [p for p in parts if p is not None]
-        D = np.concatenate([p[0] for p in got] + [np.full((arr.shape[0], k), np.inf, np.float32)], axis=1)
-        I = np.concatenate([p[1] for p in got] + [np.full((arr.shape[0], k), -1, np.int64)], axis=1)
-        # Padding (-1) sorts last by its +inf distance; ties by id, padding after real ids.
-        order = np.lexsort((np.where(I < 0, np.iinfo(np.int64).max, I), D), axis=1)[:, :k]
+        # By (distance, id), as a local index orders its results; padding last.
+        D, I = _core.merge_topk([p[0] for p in got], [p[1] for p in got], arr.shape[0], k)
         answered = tuple(s.number for s, p in zip(slots, parts) if p is not None)
-        return ShardedSearchResult(
-            np.take_along_axis(D, order, axis=1),
-            np.take_along_axis(I, order, axis=1),
-            answered,
-            tuple(missing),
-        )
+        return ShardedSearchResult(D, I, answered, tuple(missing))
 
     def search_scored(
         self, q: ArrayLike, k: int, *, decay: DecayPolicy | None = None, at_time: Any = None,
@@ -543,18 +538,41 @@ class ShardedIndex:
 # Ray copies an argument of this size or more into its object store on every call it is passed
 # to (smaller ones travel inline); its default max_direct_call_object_size.
 _INLINE_LIMIT = 100 * 1024
+# Up to this size a large array goes inline in row chunks under _INLINE_LIMIT; beyond it, it is
+# put into the object store once for all shards. A sharded search of 1,000 64-d queries (256 KB)
+# took 0.9 ms less in chunks, one of 2,000 the same, of 4,000 1.2 ms more and of 10,000 7 ms
+# more (benchmarks/BENCHMARKS.md, Step 9).
+_SPLIT_LIMIT = 512 * 1024
+# A chunk's bytes at most: under _INLINE_LIMIT with room for what Ray wraps around it.
+_CHUNK_BYTES = _INLINE_LIMIT - 4096
 
 
-def _stored_once(question: tuple[Any, ...]) -> tuple[Any, ...]:
-    """``question`` with each large array put into Ray's object store once, so the shards all
-    read the one copy (Ray resolves a reference passed as an argument to its value). A batch of
-    1,000 64-d queries is 256 KB: an empty call to two shards carrying it took 2.7-3.3 ms
-    inline, 2.5 ms put once (benchmarks/BENCHMARKS.md, Step 9)."""
+def _handed_over(method: str, question: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The arguments of ``Shard.query`` that send the same ``method(*question)`` to every shard.
+    An array under 100 KB goes as it is. One up to _SPLIT_LIMIT goes as row chunks of under
+    100 KB, each an argument of its own, so that all travel inline with the call (the shard joins
+    them); a larger one is put into Ray's object store once, and its reference is an argument
+    of its own, so that every shard reads that one copy. For a batch of 1,000 64-d queries
+    (256 KB) the object store's copy cost the local Raylet 1.4-1.7 ms of CPU a search."""
     import ray
 
-    return tuple(
-        ray.put(x) if isinstance(x, np.ndarray) and x.nbytes >= _INLINE_LIMIT else x for x in question
-    )
+    args = list(question)
+    joined: list[tuple[int, int]] = []
+    chunks: list[np.ndarray] = []
+    for position, x in enumerate(question):
+        if not isinstance(x, np.ndarray) or x.nbytes < _INLINE_LIMIT:
+            continue
+        if x.nbytes <= _SPLIT_LIMIT and x.ndim >= 1 and x.nbytes // x.shape[0] < _CHUNK_BYTES:
+            rows = _CHUNK_BYTES // (x.nbytes // x.shape[0])
+            parts = [x[i : i + rows] for i in range(0, x.shape[0], rows)]
+            joined.append((position, len(parts)))
+            chunks.extend(parts)
+            args[position] = None
+        else:  # one reference, an argument of its own: Ray resolves only those to their value
+            joined.append((position, 1))
+            chunks.append(ray.put(x))
+            args[position] = None
+    return (method, tuple(args), tuple(joined), *chunks) if joined else (method, tuple(args))
 
 
 def _dt(us: int | None) -> np.datetime64 | None:
