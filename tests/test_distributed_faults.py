@@ -116,16 +116,36 @@ def test_without_a_checkpoint_a_dead_shard_raises_or_is_left_out_when_asked(stam
     s.close()
 
 
-def test_a_large_batch_goes_to_the_object_store_once_and_survives_a_restoration(stamped_data, tmp_path):
-    from poincare_index.distributed.sharded import _INLINE_LIMIT, _stored_once
+def test_a_large_batch_travels_inline_in_chunks_or_is_stored_once(stamped_data, monkeypatch):
+    from poincare_index.distributed import sharded as sharded_module
 
-    base, _, t = stamped_data
+    base = stamped_data[0]
     big = np.ascontiguousarray(base[:2000])  # 2,000 16-d queries: 128 KB
-    assert big.nbytes >= _INLINE_LIMIT
-    stored = _stored_once((big, 5, None, big[:10]))
-    assert isinstance(stored[0], ray.ObjectRef) and stored[1:3] == (5, None)
-    assert isinstance(stored[3], np.ndarray)  # a small one stays inline
-    np.testing.assert_array_equal(ray.get(stored[0]), big)
+    limit = sharded_module._INLINE_LIMIT
+    assert limit <= big.nbytes <= sharded_module._SPLIT_LIMIT
+    sent = sharded_module._handed_over("search", (big, 5, None, big[:10]))
+    assert sent[0] == "search" and sent[2] == ((0, 2),)  # chunks for argument 0, sent after
+    question, chunks = sent[1], sent[3:]
+    assert question[0] is None and question[1:3] == (5, None) and question[3].shape == (10, 16)
+    assert len(chunks) == 2 and all(isinstance(c, np.ndarray) and c.nbytes < limit for c in chunks)
+    np.testing.assert_array_equal(np.concatenate(chunks), big)
+    small = sharded_module._handed_over("search", (big[:10], 5, None, None))
+    assert len(small) == 2 and small[1][0].shape == (10, 16)  # nothing to join
+    monkeypatch.setattr(sharded_module, "_SPLIT_LIMIT", 64 * 1024)  # beyond it: stored once
+    method, question, joined, stored = sharded_module._handed_over("search", (big, 5, None, big[:10]))
+    assert method == "search" and joined == ((0, 1),) and isinstance(stored, ray.ObjectRef)
+    assert question[:3] == (None, 5, None) and isinstance(question[3], np.ndarray)  # small: inline
+    np.testing.assert_array_equal(ray.get(stored), big)
+
+
+@pytest.mark.parametrize("split_limit", [None, 64 * 1024], ids=["inline-chunks", "stored-once"])
+def test_a_large_batch_survives_a_restoration(stamped_data, tmp_path, monkeypatch, split_limit):
+    from poincare_index.distributed import sharded as sharded_module
+
+    if split_limit is not None:
+        monkeypatch.setattr(sharded_module, "_SPLIT_LIMIT", split_limit)
+    base, _, t = stamped_data
+    big = np.ascontiguousarray(base[:2000])
     s = ShardedIndex(16, shards=2, kind="flat", checkpoint_path=tmp_path / "ck")
     single = pi.PoincareFlatIndex(16)
     for index in (s, single):
@@ -136,7 +156,7 @@ def test_a_large_batch_goes_to_the_object_store_once_and_survives_a_restoration(
     np.testing.assert_array_equal(I, I1)
     np.testing.assert_array_equal(D, D1)
     kill_and_wait(s.actors[0])
-    D, I = s.search(big, 5)  # the restored shard reads the same stored batch
+    D, I = s.search(big, 5)  # the restored shard is asked the same question again
     np.testing.assert_array_equal(I, I1)
     np.testing.assert_array_equal(D, D1)
     s.close()

@@ -121,10 +121,25 @@ class Shard:
         r = self.index.search_scored(q, k, **{**options, "touch": False})
         return r.ids, r.scores, r.distances, r.depths, r.time_weights, r.log_weights
 
-    def query(self, method: str, args: tuple[Any, ...]) -> Any:
-        """``search`` or ``search_scored`` by name: the one method the compiled fan-out calls."""
+    def query(
+        self, method: str, args: tuple[Any, ...], joined: tuple[tuple[int, int], ...] = (), *chunks: Any
+    ) -> Any:
+        """``search`` or ``search_scored`` by name: the one method a fan-out calls (the compiled
+        one too), its arguments in one tuple (Ray serializes each argument of a call apart, so
+        one tuple costs less than five). ``joined`` lists (position, count) pairs: the argument
+        at that position is the next ``count`` of ``chunks`` joined: row chunks of one array
+        sent as arguments of their own so that each travels inline with the call, or one array
+        from Ray's object store (an argument of its own, which Ray resolves to its value)."""
         if method not in ("search", "search_scored"):
             raise ValueError(f"query runs search or search_scored, not {method!r}")
+        if joined:
+            args = list(args)
+            at = 0
+            for position, count in joined:
+                args[position] = chunks[at] if count == 1 else np.concatenate(chunks[at : at + count])
+                at += count
+            if at != len(chunks):
+                raise ValueError(f"query got {len(chunks)} chunks for {joined}")
         return getattr(self, method)(*args)
 
     def reconstruct_batch(self, ids: np.ndarray) -> np.ndarray:

@@ -106,7 +106,7 @@ class ShardSet:
     def call(
         self, slots: Sequence[ShardSlot], method: str, args: Sequence[tuple[Any, ...]], *,
         allow_partial: bool = False, timeout: float | None = None,
-        on_answer: Callable[[int, Any], None] | None = None,
+        on_answer: Callable[[int, Any], None] | None = None, label: str | None = None,
     ) -> tuple[list[Any], list[int]]:  # fmt: skip
         """``method(*args[i])`` on every slot at once, one wait for all. Returns (the answers, in
         slot order, None for a shard that did not answer; the numbers of those shards, only
@@ -117,7 +117,7 @@ class ShardSet:
         answers None. ``timeout`` replaces ``call_timeout`` (for the first call on new actors,
         which waits for them to start). ``on_answer(i, answer)`` is called for every shard that
         answered, before anything is raised: a write logs what was acknowledged even when
-        another shard fails."""
+        another shard fails. ``label`` names the call in errors (default: ``method``)."""
         import ray
 
         wait = self.call_timeout if timeout is None else timeout
@@ -133,12 +133,14 @@ class ShardSet:
                 for i, answer in enumerate(answers):
                     on_answer(i, answer)
             return answers, []
-        return self._sort_out(slots, actors, refs, method, args, wait, started, allow_partial, on_answer)
+        return self._sort_out(
+            slots, actors, refs, method, args, wait, started, allow_partial, on_answer, label or method
+        )
 
     def _sort_out(
         self, slots: Sequence[ShardSlot], actors: list[Any], refs: list[Any], method: str,
         args: Sequence[tuple[Any, ...]], wait: float, started: float, allow_partial: bool,
-        on_answer: Callable[[int, Any], None] | None,
+        on_answer: Callable[[int, Any], None] | None, label: str,
     ) -> tuple[list[Any], list[int]]:  # fmt: skip
         """The slow path of :meth:`call`: which shards failed, and how."""
         import ray
@@ -154,7 +156,7 @@ class ShardSet:
         for i, (slot, ref) in enumerate(zip(slots, refs)):
             problem = None
             if ref not in done:
-                problem = f"shard {slot.number} did not answer {method} within {wait:g} s"
+                problem = f"shard {slot.number} did not answer {label} within {wait:g} s"
             else:
                 try:
                     answers[i] = ray.get(ref)
