@@ -6,7 +6,8 @@ Per data set and part: build time (2 threads), level-0 links and relocated lists
 10) misses, and recall@10 / recall@1 and one-thread QPS of the held-out queries at each ef,
 against the exact top-10 of a flat index over the same part. Run it on two builds to compare
 them (the figures in BENCHMARKS.md, Step 9, compare the build before ``link_unfound`` with
-the one after).
+the one after). With ``--graphs DIR`` each graph is saved there on the first run and loaded on
+later ones (no build time then), so that two builds' searches are compared on the same graphs.
 
     python benchmarks/bench_findable.py [--data hierarchy glove-boundary tree-16 ...] [--n 100000]
 """
@@ -54,6 +55,7 @@ def main() -> int:
     ap.add_argument("--efs", type=int, nargs="+", default=[10, 16, 32, 64])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "findable.json"))
+    ap.add_argument("--graphs", help="save each graph here, or load it when it is there already")
     args = ap.parse_args()
     res = Results(machine(), args.queries, args.efs)
     for name in args.data:
@@ -66,10 +68,19 @@ def main() -> int:
             flat = pi.PoincareFlatIndex(data.dim, num_threads=2)
             flat.add_with_ids(x, ids)
             _, truth = flat.search(q, 10)
-            index = pi.PoincareIndex(data.dim, M=16, ef_construction=200, num_threads=2)
-            t0 = time.perf_counter()
-            index.add_with_ids(x, ids)
-            build = time.perf_counter() - t0
+            tag = f"{name}_{len(db)}_{part.replace(' ', '_')}"
+            saved = args.graphs and os.path.join(args.graphs, f"{tag}.pidx")
+            build: float | None = None
+            if saved and os.path.exists(saved):
+                index = pi.PoincareIndex.load(saved)
+            else:
+                index = pi.PoincareIndex(data.dim, M=16, ef_construction=200, num_threads=2)
+                t0 = time.perf_counter()
+                index.add_with_ids(x, ids)
+                build = time.perf_counter() - t0
+                if saved:
+                    os.makedirs(args.graphs, exist_ok=True)
+                    index.save(saved)
             stats = index.check_integrity()
             row: dict[str, Any] = {
                 "data": name, "part": part, "rows": len(x), "build_s": build, "links": stats["links"],
@@ -79,17 +90,21 @@ def main() -> int:
             index.num_threads = 1
             for ef in args.efs:
                 _, found = index.search(q, 10, ef=ef)
+                missing = [len(set(f.tolist()) & set(t.tolist())) < 10 for f, t in zip(found, truth)]
                 row["curve"].append({
                     "ef": ef, "recall_at_10": recall_at_k(found, truth),
                     "recall_at_1": float(np.mean(found[:, 0] == truth[:, 0])),
+                    "queries_missing_a_top10_id": int(np.sum(missing)),
                     "qps": len(q) / best_of(args.repeats, index.search, q, 10, ef)[0],
                 })  # fmt: skip
             res.rows.append(row)
             curve = " ".join(
-                f"ef{c['ef']}: {c['recall_at_10']:.4f}/{c['recall_at_1']:.3f} {c['qps']:,.0f} q/s"
+                f"ef{c['ef']}: {c['recall_at_10']:.4f}/{c['recall_at_1']:.3f} "
+                f"({c['queries_missing_a_top10_id']} missing) {c['qps']:,.0f} q/s"
                 for c in row["curve"]
             )
-            print(f"{name} {part}: build {build:.1f} s, links {stats['links']:,}, relocated "
+            built = "loaded" if build is None else f"build {build:.1f} s"
+            print(f"{name} {part}: {built}, links {stats['links']:,}, relocated "
                   f"{stats['relocated_lists']}, missed by themselves {row['not_found_by_themselves']}; "
                   f"{curve}", flush=True)  # fmt: skip
     write_results(args.out, res)
