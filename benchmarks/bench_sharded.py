@@ -82,6 +82,14 @@ def sweep_point(index: Any, q: np.ndarray, ef: int, truth: np.ndarray, repeats: 
     return {"ef": ef, "recall_at_10": recall_at_k(found, truth), "qps": qps}
 
 
+def warm_up(n: int, q: np.ndarray, ef: int, *searches: Any) -> None:
+    """``n`` untimed single-query searches on each of ``searches``: the latency runs follow the
+    batch sweeps, whose results Ray is still releasing, and measure the steady state after."""
+    for i in range(min(n, len(q))):
+        for search in searches:
+            search(q[i : i + 1], 10, ef=ef)
+
+
 def main() -> int:
     import ray
 
@@ -95,6 +103,10 @@ def main() -> int:
     ap.add_argument("--efs", type=int, nargs="+", default=[10, 12, 16, 24, 32, 48, 64, 96])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--latency-queries", type=int, default=300)
+    ap.add_argument(
+        "--latency-warmup", type=int, default=50,
+        help="untimed single queries before each latency run (Ray frees the sweep's batches meanwhile)",
+    )  # fmt: skip
     ap.add_argument("--out", default=os.path.join(HERE, "results", "sharded.json"))
     args = ap.parse_args()
     if args.ef not in args.efs:  # the same-ef figures and the latency runs are taken at --ef
@@ -153,6 +165,7 @@ def main() -> int:
     # is closed before the low-latency one starts, so each runs with only its own two actors.
     lat_single, lat_sharded, lat_single_2, lat_fast = [], [], [], []
     n_lat = min(args.latency_queries, len(q))
+    warm_up(args.latency_warmup, q, args.ef, single.search, sharded.search)
     for i in range(n_lat):
         for fn, out in ((single.search, lat_single), (sharded.search, lat_sharded)):
             t0 = time.perf_counter()
@@ -169,6 +182,7 @@ def main() -> int:
     for ef in args.efs:
         curve["sharded_low_latency"].append(sweep_point(fast, q, ef, I1, args.repeats))
         print(f"ef={ef}: sharded, low_latency {curve['sharded_low_latency'][-1]}", flush=True)
+    warm_up(args.latency_warmup, q, args.ef, single.search, fast.search)
     for i in range(n_lat):
         for fn, out in ((single.search, lat_single_2), (fast.search, lat_fast)):
             t0 = time.perf_counter()
