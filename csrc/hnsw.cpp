@@ -517,9 +517,13 @@ void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t
                                [&](std::uint32_t n) { return !deleted[n]; });
     auto& by_rank = scratch.selection;  // a max-heap by rank, at most ef entries
     by_rank.clear();
+    // A node ranked behind the first beam's ef-th cannot reach the result: skip the heap then.
+    const float first_worst = out.size() < ef ? std::numeric_limits<float>::infinity()
+                                              : std::max_element(out.begin(), out.end())->first;
     auto keep_by_rank = [&](std::uint32_t n, float l2) {
       if (deleted[n]) return;
       const float r = l2 * storage.rank_factor(n);
+      if (r > first_worst) return;
       if (by_rank.size() < ef || r < by_rank.front().first) {
         heap_push(by_rank, {r, n});
         if (by_rank.size() > ef) heap_pop(by_rank);
