@@ -8,6 +8,7 @@ against the exact top-10 of a flat index over the same part. Run it on two build
 them (the figures in BENCHMARKS.md, Step 9, compare the build before ``link_unfound`` with
 the one after). With ``--graphs DIR`` each graph is saved there on the first run and loaded on
 later ones (no build time then), so that two builds' searches are compared on the same graphs.
+``--scored`` times ``search_scored`` (the fused walk, no decay) beside ``search``.
 
     python benchmarks/bench_findable.py [--data hierarchy glove-boundary tree-16 ...] [--n 100000]
 """
@@ -15,6 +16,7 @@ later ones (no build time then), so that two builds' searches are compared on th
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
@@ -56,6 +58,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "findable.json"))
     ap.add_argument("--graphs", help="save each graph here, or load it when it is there already")
+    ap.add_argument("--scored", action="store_true", help="time search_scored (the fused walk) too")
     args = ap.parse_args()
     res = Results(machine(), args.queries, args.efs)
     for name in args.data:
@@ -97,10 +100,21 @@ def main() -> int:
                     "queries_missing_a_top10_id": int(np.sum(missing)),
                     "qps": len(q) / best_of(args.repeats, index.search, q, 10, ef)[0],
                 })  # fmt: skip
+                if args.scored:  # the fused walk, no decay: the same top-10 by distance
+                    scored_search = functools.partial(index.search_scored, q, 10, ef=ef)
+                    row["curve"][-1].update({
+                        "scored_recall_at_10": recall_at_k(scored_search().ids, truth),
+                        "scored_qps": len(q) / best_of(args.repeats, scored_search)[0],
+                    })  # fmt: skip
             res.rows.append(row)
             curve = " ".join(
                 f"ef{c['ef']}: {c['recall_at_10']:.4f}/{c['recall_at_1']:.3f} "
                 f"({c['queries_missing_a_top10_id']} missing) {c['qps']:,.0f} q/s"
+                + (
+                    f", scored {c['scored_recall_at_10']:.4f} {c['scored_qps']:,.0f} q/s"
+                    if "scored_qps" in c
+                    else ""
+                )
                 for c in row["curve"]
             )
             built = "loaded" if build is None else f"build {build:.1f} s"

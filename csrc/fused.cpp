@@ -291,10 +291,13 @@ void time_seed(const FusedScorer& scorer, const VectorStorage& storage, const fl
 // beam of width k: recall@10 0.74 on text embeddings at any ef, where the plain walk at ef=128
 // reads 0.996.) So at equal ef the fused walk visits what the plain walk visits, and with a
 // flat time term it is the plain walk. by_l2: the walk is ordered by |q - x|^2 instead (the
-// second walk, from the first one's nearest node, see HnswGraph::kHubRatio).
-void walk_level0(const HnswGraph& graph, const VectorStorage& storage, const FusedScorer& scorer,
-                 const float* q, std::uint32_t entry, std::size_t ef, bool by_l2,
-                 SearchScratch& scratch, Collector& collector) {
+// second walk, see HnswGraph::kHubRatio). Returns the eligible node nearest to q in Euclidean
+// terms that the walk visited (where the second walk starts, as in the plain search), or
+// HnswGraph::kNone.
+std::uint32_t walk_level0(const HnswGraph& graph, const VectorStorage& storage,
+                          const FusedScorer& scorer, const float* q, std::uint32_t entry,
+                          std::size_t ef, bool by_l2, SearchScratch& scratch,
+                          Collector& collector) {
   auto& frontier = scratch.frontier;
   auto& beam = scratch.results;
   const FusedParams& params = scorer.params();
@@ -304,11 +307,17 @@ void walk_level0(const HnswGraph& graph, const VectorStorage& storage, const Fus
       params.decay.uses_window() ? params.columns.valid_from : nullptr;
   const std::int64_t* window_until =
       params.decay.uses_window() ? params.columns.valid_until : nullptr;
+  std::uint32_t l2_nearest = HnswGraph::kNone;
+  float l2_nearest_d = std::numeric_limits<float>::infinity();
   auto visit = [&](std::uint32_t n, float l2) {
     scratch.mark(n);
     const float r = l2 * storage.rank_factor(n);
     const float key = by_l2 ? l2 : r;
     const bool eligible = scorer.eligible(n);
+    if (eligible && l2 < l2_nearest_d) {
+      l2_nearest_d = l2;
+      l2_nearest = n;
+    }
     if (eligible && scratch.first_score(n)) collector.offer(n, r);
     if (!(beam.size() < ef || key < beam.front().first)) return;
     frontier.push_back({-key, n});
@@ -343,6 +352,7 @@ void walk_level0(const HnswGraph& graph, const VectorStorage& storage, const Fus
         },
         visit);
   }
+  return l2_nearest;
 }
 
 }  // namespace
@@ -357,15 +367,14 @@ void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
   scratch.begin_scoring(storage.slots());
   Collector collector(scorer, k);
   time_seed(scorer, storage, q, scratch, collector, k);
-  walk_level0(graph, storage, scorer, q, cur, ef, false, scratch, collector);
-  // As in the plain search: a walk that ended among hubs walks again in Euclidean order from
-  // the nearest of them, for the points at the query's own depth (HnswGraph::kHubRatio).
+  const std::uint32_t l2_nearest =
+      walk_level0(graph, storage, scorer, q, cur, ef, false, scratch, collector);
+  // As in the plain search: a walk that ended among hubs walks again in Euclidean order, from
+  // the eligible node nearest in Euclidean terms that it visited, for the points at the
+  // query's own depth (HnswGraph::kHubRatio).
   const auto a_q = static_cast<float>(scorer.query_factor());
-  if (HnswGraph::hub_dominated(storage, scratch.results, a_q)) {
-    const std::uint32_t start =
-        std::min_element(scratch.results.begin(), scratch.results.end())->second;
-    walk_level0(graph, storage, scorer, q, start, ef, true, scratch, collector);
-  }
+  if (HnswGraph::hub_dominated(storage, scratch.results, a_q) && l2_nearest != HnswGraph::kNone)
+    walk_level0(graph, storage, scorer, q, l2_nearest, ef, true, scratch, collector);
   time_pass(scorer, storage, q, scratch, collector);
   collector.finish(out);
 }

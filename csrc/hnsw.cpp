@@ -498,22 +498,32 @@ void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t
   scratch.mark(cur);
   heap_push(scratch.frontier, {-cur_d, cur});
   if (!deleted[cur]) heap_push(scratch.results, {cur_d, cur});
-  beam_level0(storage, q, ef, scratch,
-              [&](std::uint32_t n, float l2) { return l2 * storage.rank_factor(n); });
+  // The live node nearest in Euclidean terms that the beam scores: where a second, Euclidean
+  // walk starts (below). Started there rather than at the nearest node by rank (a hub), it has
+  // less far to go: 10-20 % less time per search on boundary trees and GloVe, the same on the
+  // hierarchy, at the same recall (benchmarks/BENCHMARKS.md, Step 9, third sitting).
+  std::uint32_t l2_nearest = cur;
+  float l2_nearest_d = std::numeric_limits<float>::infinity();
+  beam_level0(storage, q, ef, scratch, [&](std::uint32_t n, float l2) {
+    if (l2 < l2_nearest_d && !deleted[n]) {
+      l2_nearest_d = l2;
+      l2_nearest = n;
+    }
+    return l2 * storage.rank_factor(n);
+  });
   out.assign(scratch.results.begin(), scratch.results.end());
   const auto a_q = static_cast<float>(
       metric::conformal_factor(metric::sq_norm_exact(q, storage.dim()), storage.curvature()));
   if (hub_dominated(storage, out, a_q)) {
-    // The beam ended among hubs: walk again in Euclidean order from the nearest of them, for
-    // the query's own depth (see kHubRatio). That walk keeps, by rank, the ef best of every
-    // node it scores, not only of the nodes its Euclidean bound admits: a shallower node (an
-    // ancestor, an uncle) a link from a node it found can be near by rank and far in Euclidean
-    // terms. Keeping only the Euclidean beam's nodes missed those (on a hash half of a 110k
-    // hierarchy, 242 of 10,000 queries missed a top-10 id at ef=10; with this, 15), with no
-    // extra distance computed; the fused walk offers every scored node for the same reason.
-    // The ef best of both walks by rank are kept, one entry per slot.
-    const std::uint32_t start = std::min_element(out.begin(), out.end())->second;
-    hnsw_detail::start_l2_beam(scratch, storage.slots(), q, storage, start,
+    // The beam ended among hubs: walk again in Euclidean order, for the query's own depth (see
+    // kHubRatio). That walk keeps, by rank, the ef best of every node it scores, not only of
+    // the nodes its Euclidean bound admits: a shallower node (an ancestor, an uncle) a link
+    // from a node it found can be near by rank and far in Euclidean terms. Keeping only the
+    // Euclidean beam's nodes missed those (on a hash half of a 110k hierarchy, 242 of 10,000
+    // queries missed a top-10 id at ef=10; with this, 15), with no extra distance computed;
+    // the fused walk offers every scored node for the same reason. The ef best of both walks
+    // by rank are kept, one entry per slot.
+    hnsw_detail::start_l2_beam(scratch, storage.slots(), q, storage, l2_nearest,
                                [&](std::uint32_t n) { return !deleted[n]; });
     auto& by_rank = scratch.selection;  // a max-heap by rank, at most ef entries
     by_rank.clear();

@@ -158,8 +158,9 @@ class HnswGraph {
   // The same crowd is invisible to a beam in rank order: a point's nearest node at its own
   // depth ranks ~450th among its nearest on such a tree (20k points, 16-d), behind hubs whose
   // lists cannot hold it. When the nearest node a beam kept is such a hub (a(n) kHubRatio < a(q)),
-  // a second beam in Euclidean order (the rank order among points of equal depth) starts from
-  // that hub and looks for the query's own depth, in construction and in search.
+  // a second beam in Euclidean order (the rank order among points of equal depth) looks for the
+  // query's own depth, in construction (from that hub) and in search (from the node nearest in
+  // Euclidean terms that the first beam scored).
   static constexpr float kHubRatio = 2.0f;
   static constexpr std::size_t kRepairBackups = 8;
   // The beam link_unfound probes with: the k of a top-10 search, the narrowest beam such a
