@@ -500,8 +500,8 @@ void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t
   if (!deleted[cur]) heap_push(scratch.results, {cur_d, cur});
   // The live node nearest in Euclidean terms that the beam scores: where a second, Euclidean
   // walk starts (below). Started there rather than at the nearest node by rank (a hub), it has
-  // less far to go: 10-20 % less time per search on boundary trees and GloVe, the same on the
-  // hierarchy, at the same recall (benchmarks/BENCHMARKS.md, Step 9, third sitting).
+  // less far to go: 9-25 % more queries a second on boundary trees, about the same on GloVe
+  // and the hierarchy, at the same recall (benchmarks/BENCHMARKS.md, Step 9, third sitting).
   std::uint32_t l2_nearest = cur;
   float l2_nearest_d = std::numeric_limits<float>::infinity();
   beam_level0(storage, q, ef, scratch, [&](std::uint32_t n, float l2) {
