@@ -540,8 +540,8 @@ class ShardedIndex:
 _INLINE_LIMIT = 100 * 1024
 # Up to this size a large array goes inline in row chunks under _INLINE_LIMIT; beyond it, it is
 # put into the object store once for all shards. A sharded search of 1,000 64-d queries (256 KB)
-# took 0.9 ms less in chunks, one of 2,000 the same, of 4,000 1.2 ms more and of 10,000 7 ms
-# more (benchmarks/BENCHMARKS.md, Step 9).
+# took 0.2-1.1 ms less in chunks over three runs; from 4,000 queries (1 MB) the two were a draw
+# or the put was ahead (benchmarks/BENCHMARKS.md, Step 9, third sitting).
 _SPLIT_LIMIT = 512 * 1024
 # A chunk's bytes at most: under _INLINE_LIMIT with room for what Ray wraps around it.
 _CHUNK_BYTES = _INLINE_LIMIT - 4096
@@ -562,16 +562,14 @@ def _handed_over(method: str, question: tuple[Any, ...]) -> tuple[Any, ...]:
     for position, x in enumerate(question):
         if not isinstance(x, np.ndarray) or x.nbytes < _INLINE_LIMIT:
             continue
+        args[position] = None
         if x.nbytes <= _SPLIT_LIMIT and x.ndim >= 1 and x.nbytes // x.shape[0] < _CHUNK_BYTES:
             rows = _CHUNK_BYTES // (x.nbytes // x.shape[0])
             parts = [x[i : i + rows] for i in range(0, x.shape[0], rows)]
-            joined.append((position, len(parts)))
-            chunks.extend(parts)
-            args[position] = None
         else:  # one reference, an argument of its own: Ray resolves only those to their value
-            joined.append((position, 1))
-            chunks.append(ray.put(x))
-            args[position] = None
+            parts = [ray.put(x)]
+        joined.append((position, len(parts)))
+        chunks.extend(parts)
     return (method, tuple(args), tuple(joined), *chunks) if joined else (method, tuple(args))
 
 
