@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from . import _core
 from ._core import IndexFormatError
+from ._interrupts import InconsistentStateError
 from .custom_decay import CustomDecay
 from .decay import (
     DecayPolicy,
@@ -39,6 +40,7 @@ __all__ = [
     "write_index",
     "read_index",
     "IndexFormatError",
+    "InconsistentStateError",
     "ScoredResults",
     "Memory",
     "AsyncMemory",

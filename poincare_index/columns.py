@@ -256,18 +256,18 @@ class ColumnStore:
     ) -> tuple[Any, ...]:
         """Writes validated rows at ``slots``: rows of removed points (< len) are overwritten, the
         rest must be the next rows in order and are appended. Returns what :meth:`undo` needs
-        to put everything back (the core may still refuse the rows)."""
+        to put everything back (the core may still refuse the rows); a caller that must be able
+        to undo a place interrupted part-way takes that token first, from :meth:`undo_token`."""
         m = ids.shape[0]
         if slots.shape[0] != m:
             raise ValueError(f"{slots.shape[0]} slots for {m} rows")
-        n_before, meta_before = self._n, self._meta
+        token = self.undo_token(slots)
+        n_before = self._n
         reused = np.flatnonzero(slots < n_before)
         fresh = np.flatnonzero(slots >= n_before)
         if not np.array_equal(slots[fresh], np.arange(n_before, n_before + fresh.shape[0])):
             raise ValueError("new rows must follow the existing ones in order")
         at = slots[reused].astype(np.int64)
-        saved = self._rows_at(at) + (self.access_counts(at),)
-        token = (n_before, meta_before, at, saved)
         sub = metadata.take(pa.array(fresh)) if metadata is not None else None
         self.append(ids[fresh], t[fresh], valid_from[fresh], valid_until[fresh], sub)
         if reused.shape[0]:
@@ -303,8 +303,16 @@ class ColumnStore:
         self._rows = _Rows(self._n, metadata)
         self._buckets = None
 
+    def undo_token(self, slots: NDArray[np.uint32]) -> tuple[Any, ...]:
+        """What :meth:`undo` needs to put the columns back as they are now, after a
+        :meth:`place` at ``slots`` that completed, failed or was interrupted anywhere (changes
+        nothing: the length, the metadata, and copies of the rows ``slots`` overwrite)."""
+        n_before, meta_before = self._n, self._meta
+        at = slots[slots < n_before].astype(np.int64)
+        return (n_before, meta_before, at, self._rows_at(at) + (self.access_counts(at),))
+
     def undo(self, token: tuple[Any, ...]) -> None:
-        """Puts back what :meth:`place` changed."""
+        """Puts back what :meth:`place` changed (idempotent: running it twice is running it once)."""
         n_before, meta_before, at, saved = token
         self._write_rows(at, saved[:4])
         self.set_access(at, saved[4])

@@ -11,6 +11,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _core, _time
+from ._interrupts import InconsistentStateError, deferred_interrupts, fault_point
 from ._progress import progress_bar
 from ._sources import iter_chunks, source_rows
 from ._validation import as_id, as_ids, as_matrix, as_positive_int, check_result_size
@@ -67,6 +68,8 @@ class _IndexBase(FaissSurface):
         # serialise them anyway); searches do not take this lock.
         self._write_lock = threading.RLock()
         self._columns = ColumnStore()
+        # The undo of an add chunk that was cut off and not yet settled (see _settle).
+        self._unsettled: tuple[Any, Any, Any] | None = None
 
     # ---- properties ---------------------------------------------------------------------
     @property
@@ -263,6 +266,7 @@ class _IndexBase(FaissSurface):
         vu = _time.as_time_column(valid_until, n, "valid_until", open_end=_time.OPEN_END)
         check_window(vf, vu)
         meta = metadata_table(metadata, n)
+        self._settle()
         if n == 0:
             return
         self._core.validate_points(arr, "x")
@@ -282,19 +286,64 @@ class _IndexBase(FaissSurface):
     def _add_chunk_rows(
         self, arr: Any, ids: Any, t_us: Any, vf: Any, vu: Any, meta: Any, start: int, end: int
     ) -> None:
-        """One chunk of an add: its column rows, then the core's points (undone if refused)."""
+        """One chunk of an add: its column rows, then the core's points; all of it or none.
+
+        The core's add is one C++ call, all or nothing, so the core says whether the chunk went
+        in; the columns follow it (:meth:`_settle`). A Ctrl-C is held back until the chunk is
+        whole, so it lands between chunks. Any other exception, wherever it is raised, leaves the
+        columns' undo recorded before they change, and the settling runs at once or, if that
+        fails too, at the start of the next write or save."""
         chunk_meta = meta.slice(start, end - start) if meta is not None else None
-        # The slots this chunk will take (removed points' slots first, see reuse_slots): their
-        # column rows are written before the core sees the points.
-        slots = self._core.plan_slots(end - start, bool(self.reuse_slots))
-        undo = self._columns.place(
-            slots, ids[start:end], t_us[start:end], vf[start:end], vu[start:end], chunk_meta
-        )
-        try:
-            self._core.add(arr[start:end], ids[start:end], slots)
-        except BaseException:
-            self._columns.undo(undo)
-            raise
+        chunk_ids = ids[start:end]
+        with deferred_interrupts():
+            # The slots this chunk will take (removed points' slots first, see reuse_slots):
+            # their column rows are written before the core sees the points.
+            slots = self._core.plan_slots(end - start, bool(self.reuse_slots))
+            self._unsettled = (chunk_ids, slots, self._columns.undo_token(slots))
+            try:
+                fault_point("index.add:columns")
+                self._columns.place(
+                    slots, chunk_ids, t_us[start:end], vf[start:end], vu[start:end], chunk_meta
+                )
+                fault_point("index.add:core")
+                self._core.add(arr[start:end], chunk_ids, slots)
+                fault_point("index.add:done")
+            except BaseException:
+                self._settle()
+                raise
+            self._unsettled = None
+
+    def _settle(self) -> None:
+        """Finishes a chunk whose add was cut off: its column rows stay if the core holds its
+        points and are put back otherwise. Idempotent; called under the write lock."""
+        pending = self._unsettled
+        if pending is None:
+            return
+        chunk_ids, slots, token = pending
+        with deferred_interrupts():
+            held = self._core.slots_of(chunk_ids)
+            if not np.array_equal(held, slots.astype(np.int64)):
+                self._columns.undo(token)
+            self._unsettled = None
+
+    def _check_consistent(self) -> None:
+        """Raises InconsistentStateError unless the columns hold exactly one row per slot of the
+        core, with the same id (what a save writes and a load checks)."""
+        with self._write_lock:
+            self._settle()
+            slots = int(self._core.slots)
+            rows = len(self._columns)
+            if rows != slots:
+                raise InconsistentStateError(f"the columns hold {rows} rows but the index has {slots} slots")
+            ids = self._columns.table().column("id").to_numpy()
+            core_ids = np.asarray(self._core.slot_ids(), dtype=np.int64)
+            live = np.asarray(self._core.live_slots(), dtype=bool)
+            bad = np.flatnonzero((ids != core_ids) & live)
+            if bad.shape[0]:
+                r = int(bad[0])
+                raise InconsistentStateError(
+                    f"row {r} of the columns names id {int(ids[r])} but slot {r} holds id {int(core_ids[r])}"
+                )
 
     def remove_ids(self, ids: ArrayLike) -> int:
         """Remove the given ids; unknown ids are ignored (as in FAISS). Returns how many were removed.
@@ -306,6 +355,7 @@ class _IndexBase(FaissSurface):
         """
         id_arr = as_ids(ids)
         with self._write_lock:
+            self._settle()
             return int(self._core.remove(id_arr))
 
     # ---- reads --------------------------------------------------------------------------

@@ -86,6 +86,9 @@ def write_index(index: _IndexBase, path: PathLike) -> None:
     graph_name = f"graph-{token}.bin" if index.kind == "hnsw" else ""
     columns_name = f"columns-{token}.arrow"
     with index._write_lock:  # a consistent snapshot: no add or remove runs during the save
+        # An object a failed write left inconsistent is refused before a file is written, so it
+        # can never replace a good save (saves replace atomically).
+        index._check_consistent()
         index._core.save(str(root / vectors_name), str(root / graph_name) if graph_name else "")
         columns_size, columns_crc = index._columns.write(root / columns_name)
         body: dict[str, Any] = {

@@ -4,7 +4,7 @@ on open after the snapshot, and folded into a new snapshot at checkpoints (see s
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -12,6 +12,7 @@ from numpy.typing import NDArray
 from .. import _time
 from .._checked import checked_int, checked_list, checked_str
 from .._core import IndexFormatError
+from .._interrupts import deferred_interrupts, fault_point
 from .._progress import progress_bar
 from .codec import value_from_json, value_to_json
 from .log import LogWriter, iter_records
@@ -37,6 +38,7 @@ class MemoryJournal:
     _texts: list[str | None]
     _row_of: dict[str, int]
     _config: Any
+    _unlogged_voids: list[int]
     _lock: Any
     _snapshot: str | None
     _snapshot_read: str | None
@@ -64,6 +66,7 @@ class MemoryJournal:
         assert self._ns is not None
         epoch = self._epoch + 1 if renumbered else self._epoch
         snapshot = self._ns.write_snapshot(self._seq, index, mids, texts, epoch)
+        self._unlogged_voids = []  # the snapshot holds them
         previous_seq = self._seq if renumbered else self._snapshot_seq
         self._epoch, self._snapshot_seq = epoch, self._seq
         save_usage(self._ns.dir, self._usage)
@@ -95,8 +98,18 @@ class MemoryJournal:
             self._log_locked(header, vecs)
 
     def _log_locked(self, header: dict[str, Any], vecs: Any = None) -> None:
-        if self._ns is None:
-            return
+        """Acknowledges one operation: ``_seq`` counts it once it is in the log (a Memory without
+        a path counts it all the same). Rows voided since the last record are logged first."""
+        with deferred_interrupts():
+            if self._ns is None:
+                self._seq += 1
+                return
+            if self._unlogged_voids:
+                self._append_record({"op": "void", "rows": self._unlogged_voids})
+                self._unlogged_voids = []
+            self._append_record(header, vecs)
+
+    def _append_record(self, header: dict[str, Any], vecs: Any = None) -> None:
         assert self._writer is not None
         self._seq += 1
         try:
@@ -108,13 +121,39 @@ class MemoryJournal:
             raise
         self._since_checkpoint += 1
 
-    def _log_or_undo(self, header: dict[str, Any], vecs: Any, rows: list[int]) -> None:
-        """Logs an applied add; if the log write fails, the add is undone."""
+    def _add_logged(
+        self,
+        batch: Batch,
+        vecs: Any,
+        record: Callable[[list[int]], dict[str, Any]],
+        *,
+        access: list[int] | None = None,
+        progress: bool = False,
+    ) -> list[int]:
+        """Applies an add and logs ``record(rows)``; all of it or none of it. The add is
+        acknowledged once its record is logged (``_seq`` moved): an exception before that, at any
+        step (a Ctrl-C between the index's chunks, a failing log write, MemoryError), rolls the
+        add back (:meth:`_roll_back_add`); one after it leaves the add whole."""
+        first, seq = len(self._mids), self._seq
         try:
-            self._log(header, vecs)
+            fault_point("memory.add:apply")
+            rows = self._apply_add(batch, vecs, access=access, progress=progress)
+            fault_point("memory.add:log")
+            self._log(record(rows), vecs)
+            fault_point("memory.add:logged")
         except BaseException:
-            self._apply_delete(rows)
+            if self._seq == seq:
+                with deferred_interrupts():
+                    self._roll_back_add(first, batch.ids)
             raise
+        return rows
+
+    def _log_then_apply(self, header: dict[str, Any], apply: Callable[[], None]) -> None:
+        """Logs an operation, then applies it in memory, with no Ctrl-C between the two (the
+        log is the authority: an operation logged and not applied would differ on reopening)."""
+        with deferred_interrupts():
+            self._log(header)
+            apply()
 
     def _recover(self, ef_search: int) -> None:
         """Loads the snapshot CURRENT names and replays the logs after it. A reader pins the
@@ -288,6 +327,11 @@ class MemoryJournal:
             if len(batch) != 1 or self._mids[row] != batch.ids[0]:
                 raise IndexFormatError(f"{where}: a log record updates a row it does not hold")
             self._apply_set(row, batch, self._row_metadata(row, batch))
+        elif op == "void":
+            rows = _row_list(header, where)
+            if not rows or rows != list(range(n_rows, n_rows + len(rows))):
+                raise IndexFormatError(f"{where}: voids rows {rows[:3]}... not following the {n_rows} rows")
+            self._apply_void(rows)
         elif op == "delete":
             rows = [self._live_row(r, where) for r in _row_list(header, where)]
             if len(set(rows)) != len(rows):
@@ -312,7 +356,7 @@ class MemoryJournal:
         return row
 
 
-_OPS = ("add", "update", "set", "delete", "invalidate", "touch")
+_OPS = ("add", "update", "set", "delete", "invalidate", "touch", "void")
 
 
 def _row_list(header: dict[str, Any], where: str) -> list[int]:

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _time
+from .._interrupts import deferred_interrupts
 from .._validation import as_positive_int, as_unit_interval
 from ..columns import _ReadWriteLock
 from ..decay import DecayPolicy
@@ -144,8 +145,9 @@ class Memory(MemoryViews, MemoryJournal, MemoryState):
         self._row_of: dict[str, int] = {}
         self._lock = _ReadWriteLock()  # structure: readers search, writers add/delete
         self._log_lock = threading.Lock()  # log appends and the touch counters
-        self._seq = 0
+        self._seq = 0  # operations acknowledged (logged, with a path)
         self._since_checkpoint = 0
+        self._unlogged_voids: list[int] = []  # rows of rolled-back adds the log has yet to name
         self._keyword = KeywordIndex()  # built on the first keyword or hybrid search
         self._version = 0  # bumped by every structural change
         self._touches = 0  # bumped by every access counted
@@ -245,8 +247,9 @@ class Memory(MemoryViews, MemoryJournal, MemoryState):
                     raise ValueError(f"memory {i}: id {mid!r} already exists (use update)")
             if len(batch) == 0:
                 return []
-            rows = self._apply_add(batch, vecs, progress=progress)
-            self._log_or_undo({"op": "add", "rows": rows, **batch_json(batch)}, vecs, rows)
+            self._add_logged(
+                batch, vecs, lambda rows: {"op": "add", "rows": rows, **batch_json(batch)}, progress=progress
+            )
         return batch.ids
 
     def delete(self, id: str | None = None, *, filters: Any = None) -> int:
@@ -260,8 +263,7 @@ class Memory(MemoryViews, MemoryJournal, MemoryState):
 
     def _delete_rows(self, rows: list[int]) -> int:
         if rows:  # logged first: if the log cannot be written, nothing changes
-            self._log({"op": "delete", "rows": rows})
-            self._apply_delete(rows)
+            self._log_then_apply({"op": "delete", "rows": rows}, lambda: self._apply_delete(rows))
         return len(rows)
 
     def update(
@@ -299,28 +301,29 @@ class Memory(MemoryViews, MemoryJournal, MemoryState):
                 # Times and metadata only: changed in place, logged first (as invalidate is);
                 # the graph is not touched (re-adding the same vector churned it).
                 new_meta = self._row_metadata(row, batch)  # a type clash fails before the log
-                self._log({"op": "set", "row": row, **batch_json(batch)})
-                self._apply_set(row, batch, new_meta)
+                self._log_then_apply(
+                    {"op": "set", "row": row, **batch_json(batch)},
+                    lambda: self._apply_set(row, batch, new_meta),
+                )
                 return
             if vector is not None:
                 vecs = np.asarray(vector, dtype=np.float64).reshape(1, -1)
             else:
                 vecs = embed_checked(self._config.embedder, [new_text])
-            new_rows = self._apply_add(batch, vecs, access=[old.access_count])  # row_of[id] -> new row
-            record = {
-                "op": "update",
-                "old": row,
-                "rows": new_rows,
-                "access": [old.access_count],
-                **batch_json(batch),
-            }
-            try:
-                self._log(record, vecs)
-            except BaseException:
-                self._apply_delete(new_rows, forget_id=False)
-                self._row_of[id] = row
-                raise
-            self._apply_delete([row], forget_id=False)
+            # The new row is added and logged (row_of[id] -> new row), then the old one goes,
+            # with no Ctrl-C between the two; a failed add gives the id its old row back.
+            with deferred_interrupts():
+                try:
+                    self._add_logged(
+                        batch, vecs,
+                        lambda rows: {"op": "update", "old": row, "rows": rows,
+                                      "access": [old.access_count], **batch_json(batch)},
+                        access=[old.access_count],
+                    )  # fmt: skip
+                except BaseException:
+                    self._row_of[id] = row
+                    raise
+                self._apply_delete([row], forget_id=False)
 
     def invalidate(self, id: str, at: Any = None) -> None:
         """Close a fact's validity window: valid_until = ``at`` (default now)."""
@@ -333,8 +336,9 @@ class Memory(MemoryViews, MemoryJournal, MemoryState):
                     f"invalidate: at must be after the memory's valid_from "
                     f"({_time.micros_to_datetime(start)})"
                 )
-            self._log({"op": "invalidate", "row": row, "until": at_us})
-            self._apply_invalidate(row, at_us)
+            self._log_then_apply(
+                {"op": "invalidate", "row": row, "until": at_us}, lambda: self._apply_invalidate(row, at_us)
+            )
 
     def forget(
         self,
@@ -418,6 +422,9 @@ class Memory(MemoryViews, MemoryJournal, MemoryState):
         of the ranking whose texts fit the budget. ``touch``: count an access on every result.
         ``decay``, ``time_coef``, ``depth_bias``, ``future_tolerance``: this call's time settings
         in place of the store's (e.g. a higher time_coef to let recency dominate).
+        An empty or whitespace-only ``query`` is refused (ValueError); one with no keyword term
+        (punctuation, emoji, stop words) matches nothing in mode "keyword" and ranks by the vector
+        side alone in mode "hybrid".
         """
         self._check_open()
         if mode not in _MODES:
@@ -426,6 +433,8 @@ class Memory(MemoryViews, MemoryJournal, MemoryState):
             raise TypeError("search takes a query text or vector=, exactly one")
         if query is not None and not isinstance(query, str):
             raise TypeError(f"query must be a str, got {type(query).__name__}")
+        if query is not None and not query.strip():
+            raise ValueError(f"query is empty ({query!r}): search takes a text with something to look for")
         if mode != "vector" and query is None:
             raise TypeError(f"mode={mode!r} needs a query text")
         if window is not None and (not isinstance(window, timedelta) or window <= timedelta(0)):

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _time
+from .._interrupts import deferred_interrupts
 from ..index import PoincareIndex
 from .keyword import KeywordIndex
 from .result import Result
@@ -36,6 +37,7 @@ class MemoryState:
     _log_lock: Any
     _compact_min_rows: int
     _progress: bool
+    _unlogged_voids: list[int]
 
     def _apply_add(
         self, batch: Batch, vecs: Any, access: Sequence[int] | None = None, progress: bool = False
@@ -57,6 +59,40 @@ class MemoryState:
         self._keyword.add(rows, batch.texts)
         self._version += 1
         return rows
+
+    def _roll_back_add(self, first: int, ids: Sequence[str]) -> None:
+        """Undoes an add that was not acknowledged, from what the state shows, wherever it
+        stopped: the rows the index took for it (``first`` up to its slots: whole chunks) become
+        deleted rows, as if added and deleted (a row's number is its slot: the index cannot give
+        slots back). They are logged as void before the next record (``_unlogged_voids``), so a
+        reopened store numbers its rows as this one does. Idempotent."""
+        end = int(self._index._core.slots)
+        rows = list(range(first, end))
+        if rows:
+            self._index.remove_ids(np.asarray(rows, dtype=np.int64))
+        self._mids[first:] = [None] * len(rows)
+        self._texts[first:] = [None] * len(rows)
+        for mid in ids:
+            if self._row_of.get(mid, -1) >= first:
+                del self._row_of[mid]
+        self._keyword.remove(rows)
+        if self._ns is not None:
+            with self._log_lock:  # a search's touch may be logging (and flushing voids)
+                self._unlogged_voids = sorted(set(self._unlogged_voids).union(rows))
+        self._version += 1
+
+    def _apply_void(self, rows: list[int]) -> None:
+        """Replays rows voided by a rolled-back add (see _roll_back_add): deleted rows, which
+        hold the origin (the points the writer's index held there never reached the log)."""
+        n = len(rows)
+        self._index.add_with_ids(
+            np.zeros((n, self._config.embedder.dim), dtype=np.float32), np.asarray(rows, dtype=np.int64),
+            t=np.zeros(n, dtype="datetime64[us]"),
+        )  # fmt: skip
+        self._index.remove_ids(np.asarray(rows, dtype=np.int64))
+        self._mids.extend([None] * n)
+        self._texts.extend([None] * n)
+        self._version += 1
 
     def _apply_delete(self, rows: list[int], forget_id: bool = True) -> None:
         self._index.remove_ids(np.asarray(rows, dtype=np.int64))
@@ -87,7 +123,7 @@ class MemoryState:
 
     def _touch(self, results: list[Result]) -> list[Result]:
         rows = [self._row_of[r.id] for r in results]
-        with self._log_lock:
+        with self._log_lock, deferred_interrupts():  # logged and counted, or neither
             self._log_locked({"op": "touch", "rows": rows})
             self._apply_touch(rows)
             access = self._index._columns.access_counts(np.asarray(rows, dtype=np.int64))
