@@ -61,6 +61,60 @@ def test_analyze_words_stop_words_and_cjk_bigrams():
     assert analyze("서울에서 김치") == ["서", "울", "에", "서", "서울", "울에", "에서", "김", "치", "김치"]
 
 
+def test_analyze_keeps_one_letter_words_and_digits():
+    assert analyze("I like C and R; x = 7") == ["i", "like", "c", "r", "x", "7"]
+    assert analyze("Plan B, vitamin D3 and 3.14") == ["plan", "b", "vitamin", "d3", "3", "14"]
+    # Stop words as before ("a" is one); a one-letter clitic after an apostrophe is not a word,
+    # a quoted letter is.
+    assert analyze("a user's note: don't use 'x'") == ["user", "note", "don", "use", "x"]
+    assert analyze("it\u2019s O'Brien") == ["o", "brien"]
+
+
+def test_analyze_unicode_words_emoji_and_combining_marks():
+    assert analyze("Привет мир я") == ["привет", "мир", "я"]
+    assert analyze("हिन्दी भाषा") == ["हिन्दी", "भाषा"]  # vowel signs (combining) stay in the word
+    assert analyze("مُحَمَّد") == ["مُحَمَّد"]
+    assert analyze("cafe\u0301") == analyze("café") == ["café"]  # NFC: decomposed equals composed
+    assert analyze("👍") == analyze("🎉🔥 !!! ...") == analyze("👍🏽") == []  # no word: no term
+    assert analyze("1\ufe0f\u20e3 ❤\ufe0f") == ["1"]  # a keycap is its digit; a variation selector no word
+
+
+@given(st.text(alphabet=st.sampled_from(list("abcxyzABC019_' .,-!\n")), max_size=40))
+@settings(max_examples=300, deadline=None)
+def test_analyze_ascii_fast_path_equals_the_unicode_path(text):
+    from poincare_index.memory.keyword import _analyze_unicode
+
+    assert analyze(text) == _analyze_unicode(text)
+
+
+def test_documents_without_terms_score_as_the_reference_in_main_and_delta():
+    # A document of stop words or emoji alone has length 1 in the mean length, in the main (bm25s)
+    # as in the delta: the same text scores the same in either segment.
+    docs = ["alpha beta", "the", "alpha", "of a", "👍"]
+    kw = KeywordIndex(background=False)
+    kw.build(range(5), docs)
+    _assert_scores(kw, "alpha", reference_bm25("alpha", dict(enumerate(docs))), 5)
+    kw.add([5], ["alpha beta"])
+    got = kw.scores("alpha", 6)
+    assert got[5] == pytest.approx(got[0], rel=2e-6)
+
+
+@pytest.mark.filterwarnings("error")
+def test_an_index_over_texts_without_any_term():
+    kw = KeywordIndex(background=False)
+    kw.build(range(3), ["👍", "!!!", "the of a"])  # bm25s alone: "max() arg is an empty sequence"
+    for q in ["x", "thumbs", "👍", "!!!", ""]:
+        rows, bm25 = kw.matches(q)
+        assert rows.size == 0 and bm25.size == 0
+    texts = ["👍", "!!!", "the of a", "x marks the spot", "🎉"]
+    kw.add([3, 4], texts[3:])  # the delta, scored with the main's statistics
+    assert kw.matches("x")[0].tolist() == [3]
+    kw.merge(range(5), texts)
+    _assert_scores(kw, "x spot", reference_bm25("x spot", dict(enumerate(texts))), 5)
+    kw.build([], [])  # no rows at all
+    assert kw.matches("x")[0].size == 0
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_main_and_delta_match_the_reference(seed):
     rng = np.random.default_rng(seed)
