@@ -64,13 +64,28 @@ def test_an_archive_is_never_overwritten_and_manual_runs_work(tmp_path):
         Memory().apply_retention()
 
 
-def test_retention_is_validated():
+def test_a_missing_archive_dir_is_made_with_its_parents_and_again_when_removed(tmp_path):
+    archive = tmp_path / "not" / "yet" / "archive"
+    clock = Clock(T0 + timedelta(days=40))
+    policy = Retention(max_age=timedelta(days=30), archive_dir=str(archive), clock=clock)
+    assert archive.is_dir()  # made where the policy is configured, as mkdir -p
+    archive.rmdir()  # removed while the store runs: the next run makes it again
+    mem = Memory(retention=policy)
+    mem.add("old fact", id="a", t=T0)
+    assert "a" not in mem and [p.name for p in archive.iterdir()] == [
+        "memories-20260101T000000Z--20260101T000000Z.parquet"
+    ]
+
+
+def test_retention_is_validated(tmp_path):
     with pytest.raises(TypeError, match="max_age"):
         Retention(max_age=30)
     with pytest.raises(ValueError, match="every"):
         Retention(max_age=timedelta(days=1), every=timedelta(0))
-    with pytest.raises(FileNotFoundError, match="archive_dir"):
-        Retention(max_age=timedelta(days=1), archive_dir="/no/such/dir")
+    (tmp_path / "file").write_text("x")
+    for under_a_file in (tmp_path / "file", tmp_path / "file" / "archive"):
+        with pytest.raises(NotADirectoryError, match=f"archive_dir {under_a_file}: .* is a file"):
+            Retention(max_age=timedelta(days=1), archive_dir=under_a_file)
     with pytest.raises(TypeError, match="retention"):
         Memory(retention={"max_age": 30})
 

@@ -410,6 +410,22 @@ def test_current_naming_anything_but_a_snapshot_is_refused(tmp_path, name):
         Memory(path=path)
 
 
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_deleted_snapshot_is_reported_as_missing_by_its_path(tmp_path, read_only):
+    import shutil
+
+    with Memory(path=tmp_path) as mem:
+        mem.add("one", id="a", t=NOW)
+    (snap,) = (tmp_path / "default").glob("snap-*")
+    shutil.rmtree(snap)
+    with pytest.raises(pi.IndexFormatError, match="snapshot CURRENT names does not exist") as err:
+        Memory(path=tmp_path, read_only=read_only)
+    assert str(snap) in str(err.value) and "kept changing" not in str(err.value)
+    snap.write_text("not a directory")
+    with pytest.raises(pi.IndexFormatError, match="snapshot CURRENT names is not a directory"):
+        Memory(path=tmp_path, read_only=read_only)
+
+
 def test_memory_refuses_a_saved_index_or_a_file_as_its_store(tmp_path):
     index = pi.PoincareIndex(4)
     index.add(np.full((2, 4), 0.1, dtype=np.float32))

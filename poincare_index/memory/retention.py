@@ -44,7 +44,8 @@ def write_parquet_durably(table: pa.Table, path: Path) -> None:
 class Retention:
     """Keep memories for ``max_age``: every ``every`` the writer deletes the memories stamped
     before now - max_age, first archiving them to one Parquet file per run under ``archive_dir``
-    (named by the time range it holds, never overwriting; None: delete without archiving).
+    (made with its parents when missing; files named by the time range they hold, never
+    overwriting; None: delete without archiving).
 
     The writer applies it on its own schedule: after a write, when ``every`` has passed since
     the last run (and on the first write after opening), so an idle store changes nothing.
@@ -69,13 +70,26 @@ class Retention:
                 raise TypeError(
                     f"Retention.archive_dir must be a path or None, got {type(self.archive_dir).__name__}"
                 )
-            if not Path(self.archive_dir).is_dir():
-                raise FileNotFoundError(f"Retention.archive_dir {self.archive_dir} is not a directory")
+            make_archive_dir(self.archive_dir)
         if self.clock is not None and not callable(self.clock):
             raise TypeError("Retention.clock must be a callable returning a datetime")
 
     def now_us(self) -> int:
         return _time.as_time_scalar(self.clock() if self.clock is not None else None, "Retention.clock()")
+
+
+def make_archive_dir(directory: str | os.PathLike[str]) -> None:
+    """Creates ``directory`` and its parents when missing (``mkdir -p``); an error names it."""
+    try:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise NotADirectoryError(
+            f"Retention.archive_dir {directory}: it or a folder above it is a file, not a directory"
+        ) from None
+    except OSError as exc:
+        raise type(exc)(
+            exc.errno, f"Retention.archive_dir {directory} cannot be created: {exc.strerror}"
+        ) from None
 
 
 def archive_path(directory: str | os.PathLike[str], first_us: int, last_us: int) -> Path:
@@ -125,6 +139,7 @@ def run_retention(mem: Any, max_age: timedelta, archive_dir: Any, at_us: int) ->
             archive = (mem._table_in_chunks(rows.tolist()), int(stamps.min()), int(stamps.max()))
     if archive is not None:
         table, first_us, last_us = archive
+        make_archive_dir(archive_dir)  # made when the policy was; again if removed since
         write_parquet_durably(table, archive_path(archive_dir, first_us, last_us))
     deleted = 0
     for start in range(0, rows.size, DELETE_CHUNK_ROWS):

@@ -369,7 +369,11 @@ class NamespaceDir:
                 return
             try:
                 fd = os.open(self.dir / name, os.O_RDONLY | os.O_DIRECTORY)
-            except (FileNotFoundError, NotADirectoryError):
+            except (FileNotFoundError, NotADirectoryError) as exc:
+                # A checkpoint never removes what CURRENT names: if it still names this one,
+                # the snapshot was lost outside the store (deleted, replaced by a file).
+                if self.current()[0] == name:
+                    raise _snapshot_missing(self.dir / name, exc) from None
                 continue  # removed by a checkpoint since we read CURRENT
             try:
                 fcntl.flock(fd, fcntl.LOCK_SH)  # waits only while a writer is removing it
@@ -380,6 +384,11 @@ class NamespaceDir:
             finally:
                 os.close(fd)  # releases the pin
         raise IndexFormatError(f"{self.dir}: CURRENT kept changing while a reader pinned it")
+
+
+def _snapshot_missing(snapshot: Path, exc: OSError) -> IndexFormatError:
+    what = "is not a directory" if isinstance(exc, NotADirectoryError) else "does not exist (deleted?)"
+    return IndexFormatError(f"{snapshot}: the snapshot CURRENT names {what}; the store cannot be opened")
 
 
 def _remove_unless_pinned(snapshot: Path) -> bool:
