@@ -349,10 +349,7 @@ class ColumnStore:
         """The metadata with rows ``at`` replaced by rows ``reused`` of the batch's metadata."""
         base = self._meta if self._meta is not None else _null_table(metadata.schema, self._n)
         batch = metadata if metadata is not None else _null_table(base.schema, m)
-        try:
-            both = pa.concat_tables([base, batch.take(pa.array(reused))], promote_options="default")
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-            raise ValueError(f"metadata does not match the existing columns: {exc}") from None
+        both = _concat_metadata(base, batch.take(pa.array(reused)))
         order = np.arange(self._n, dtype=np.int64)
         order[at] = self._n + np.arange(at.shape[0])
         return both.take(pa.array(order))
@@ -372,10 +369,7 @@ class ColumnStore:
             return metadata
         old = self._meta if self._meta is not None else _null_table(metadata.schema, self._n)
         new = metadata if metadata is not None else _null_table(old.schema, m)
-        try:
-            return _merge_small_chunks(pa.concat_tables([old, new], promote_options="default"))
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-            raise ValueError(f"metadata does not match the existing columns: {exc}") from None
+        return _merge_small_chunks(_concat_metadata(old, new))
 
     # ---- reading ------------------------------------------------------------------------
     @contextmanager
@@ -686,6 +680,40 @@ def _merge_small_chunks(table: pa.Table) -> pa.Table:
 def _null_table(schema: pa.Schema, rows: int) -> pa.Table:
     """``rows`` rows of nulls with the given columns and types."""
     return pa.table({field.name: pa.nulls(rows, type=field.type) for field in schema})
+
+
+def _concat_metadata(old: pa.Table, new: pa.Table) -> pa.Table:
+    """``old``'s rows then ``new``'s, a column missing on one side null there. A column holds one
+    type: integers on one side and floats on the other become float64 on both (an integer
+    outside +-2**53 is refused), as ``memory.rows.metadata_columns`` does within a batch; any
+    other difference is a ValueError naming the column and both types."""
+    was = {field.name: field.type for field in old.schema}
+    for name, typ in zip(new.schema.names, new.schema.types):
+        before = was.get(name)
+        if before is None or before == typ or pa.types.is_null(before) or pa.types.is_null(typ):
+            continue
+        kinds = {
+            "int" if pa.types.is_integer(t) else "float" if pa.types.is_floating(t) else t
+            for t in (before, typ)
+        }
+        if kinds != {"int", "float"}:
+            raise ValueError(
+                f"metadata does not match the existing columns: {name!r} holds {before} values, the new "
+                f"rows give {typ} (one key takes one type; integers widen to float64)"
+            )
+        try:
+            old, new = (
+                t.set_column(t.schema.get_field_index(name), name, t[name].cast(pa.float64()))
+                for t in (old, new)
+            )
+        except pa.ArrowInvalid as exc:
+            raise ValueError(
+                f"metadata {name!r} mixes integers and floats, which share a float64 column: {exc}"
+            ) from None
+    try:
+        return pa.concat_tables([old, new], promote_options="default")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise ValueError(f"metadata does not match the existing columns: {exc}") from None
 
 
 def _nullable_time(values: NDArray[np.int64], open_value: int) -> pa.Array:

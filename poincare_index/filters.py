@@ -10,7 +10,10 @@ A filter is one of
   null or missing, ``$ne``/``$nin`` match missing values, and comparisons never match them.
   ``$exists: True`` means "not null" (a columnar store has no separate 'absent' state). On the
   time columns (t, valid_from, valid_until) a value may be a datetime, epoch seconds or an
-  ISO-8601 string.
+  ISO-8601 string. On a date column (Arrow date32/date64) a value may be a date, a datetime or an
+  ISO-8601 string: a date stands for its midnight, so ``{"d": {"$lt": datetime(2026, 1, 3, 12)}}``
+  matches 2026-01-03 and ``$eq`` with a time past midnight matches no date (see
+  :func:`day_numbers`).
 
 Compiled to a boolean numpy mask with pyarrow.compute; the index pushes it into the traversal
 (disallowed nodes are walked through, never returned) or, below a selectivity threshold, scans
@@ -22,7 +25,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import date, datetime, time, timezone
 from typing import Any
 
 import numpy as np
@@ -32,7 +35,7 @@ from numpy.typing import NDArray
 
 from . import _time
 
-__all__ = ["compile_filter", "FIELD_OPERATORS", "LOGICAL_OPERATORS"]
+__all__ = ["compile_filter", "day_numbers", "FIELD_OPERATORS", "LOGICAL_OPERATORS"]
 
 FIELD_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists", "$not")
 LOGICAL_OPERATORS = ("$and", "$or", "$not")
@@ -109,12 +112,79 @@ def _field(name: str, cond: Any, table: pa.Table, where: str) -> NDArray[np.bool
     if name not in table.column_names:
         raise ValueError(f"{where}: unknown column {name!r} (columns: {', '.join(table.column_names)})")
     column = table.column(name)
-    if isinstance(cond, Mapping) and cond and all(isinstance(k, str) and k.startswith("$") for k in cond):
+    if pa.types.is_date(column.type):  # compared as day numbers (see day_numbers)
+        if pa.types.is_date64(column.type):
+            column = column.cast(pa.date32())
+        column, cond = column.cast(pa.int32()), day_numbers(cond, where)
+    if _is_operators(cond):
         mask = np.ones(table.num_rows, dtype=bool)
         for op, operand in cond.items():
             mask &= _operator(op, operand, column, name, where)
         return mask
     return _operator("$eq", cond, column, name, where)
+
+
+def _is_operators(cond: Any) -> bool:
+    return (
+        isinstance(cond, Mapping)
+        and bool(cond)
+        and all(isinstance(k, str) and k.startswith("$") for k in cond)
+    )
+
+
+_EPOCH_DAY = date(1970, 1, 1).toordinal()
+
+
+def day_numbers(cond: Any, where: str) -> Any:
+    """A field's condition on a date column with every operand (a date, a datetime or an ISO-8601
+    string) as days since 1970-01-01: a date, or a time at midnight, is its day's number; a time
+    within a day is that day's number + 0.5, so it falls between the day and the next (a date
+    stands for its midnight: before a time that day, after the day before). Times are wall-clock
+    times: an aware datetime is read in UTC, a naive one (or a string without an offset, such as
+    "2026-01-03") as it is. ``$in``/``$nin`` drop the times no date equals. None, ``$exists`` and
+    unknown operators are left as they are. TypeError/ValueError naming ``where`` for an
+    operand that is not a date or time."""
+    if not _is_operators(cond):
+        return _day_number(cond, where)
+    out: dict[str, Any] = {}
+    for op, operand in cond.items():
+        if op in ("$in", "$nin") and isinstance(operand, (list, tuple, set, frozenset, np.ndarray)):
+            days = [_day_number(v, f"{where}.{op}") for v in operand]
+            out[op] = [d for d in days if not isinstance(d, float)]
+        elif op == "$not":
+            out[op] = day_numbers(operand, f"{where}.$not") if _is_operators(operand) else operand
+        elif op in ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte"):
+            out[op] = _day_number(operand, f"{where}.{op}")
+        else:
+            out[op] = operand
+    return out
+
+
+def _day_number(value: Any, where: str) -> int | float | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = date.fromisoformat(value)
+        except ValueError:
+            try:
+                value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                raise ValueError(f"{where}: {value!r} is not an ISO-8601 date or time") from None
+    if isinstance(value, datetime):
+        if value.utcoffset() is not None:
+            try:
+                value = value.astimezone(timezone.utc)
+            except OverflowError:
+                raise ValueError(f"{where}: {value!r} is outside the years 1..9999 in UTC") from None
+        day = value.toordinal() - _EPOCH_DAY
+        return day if value.time() == time() else day + 0.5
+    if isinstance(value, date):
+        return value.toordinal() - _EPOCH_DAY
+    raise TypeError(
+        f"{where}: compare a date with a date, a datetime or an ISO-8601 string, got {value!r} "
+        f"({type(value).__name__})"
+    )
 
 
 def _operator(op: str, operand: Any, column: pa.ChunkedArray, name: str, where: str) -> NDArray[np.bool_]:

@@ -2,12 +2,17 @@
 and maximal marginal relevance by Poincaré distance.
 
 A framework's metadata is any JSON-like dict, datetimes and dates included (LangChain's own
-retrievers store them). The Memory keeps all of it as one JSON text column (datetimes tagged,
-so everything comes back as given, naive datetimes naive), and each top-level scalar value (str,
-int, float, bool, datetime) also as a column named ``metadata.<key>``, which is what filters
-read: a filter ``{"page": 3}`` is evaluated as ``{"metadata.page": 3}`` inside the search.
-Numbers (int or float) share one float64 column per key; a key holding a str in one document and
-a number (or bool, or datetime) in another is refused before anything is written.
+retrievers store them). The Memory keeps all of it as one JSON text column (datetimes and dates
+tagged, so everything comes back as given: a date a date, naive datetimes naive), and each
+top-level scalar value (str, int, float, bool, datetime) also as a column named
+``metadata.<key>``, which is what filters read: a filter ``{"page": 3}`` is evaluated as
+``{"metadata.page": 3}`` inside the search. A date (not a datetime) goes to a column
+``metadata_date.<key>`` as its day number (days since 1970-01-01, int64: a Memory holds no
+Arrow date type), and a filter on that key compares day numbers, its operands (dates,
+datetimes, ISO-8601 strings) turned into day numbers as on a date column
+(:func:`poincare_index.filters.day_numbers`). Numbers (int or float) share one float64 column
+per key; a key holding values of two kinds (str, number, bool, datetime, date) in two documents
+is refused before anything is written.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
+from ..filters import day_numbers
 from ..geometry import distance
 
 __all__ = [
@@ -31,6 +37,8 @@ __all__ = [
 
 JSON_COLUMN = "metadata_json"
 PREFIX = "metadata."
+DATE_PREFIX = "metadata_date."  # dates, as day numbers (see the module docstring)
+_EPOCH_DAY = date(1970, 1, 1).toordinal()
 _DATETIME, _DATE = "__poincare_datetime__", "__poincare_date__"  # tags of the JSON text
 
 
@@ -55,6 +63,8 @@ def encode_metadata(metadata: Mapping[str, Any] | None, where: str) -> dict[str,
             raise TypeError(f"{where}: metadata keys must be str, got {key!r}")
         if isinstance(value, bool) or isinstance(value, (str, datetime)):
             out[PREFIX + key] = value
+        elif isinstance(value, date):
+            out[DATE_PREFIX + key] = value.toordinal() - _EPOCH_DAY
         elif isinstance(value, (int, float)) and math.isfinite(float(value)):
             # Every number is one float64 column, so 1 and 1.5 under one key never clash
             # (the JSON keeps ints exact; a filter compares them as numbers).
@@ -125,6 +135,8 @@ def _kind(value: Any) -> str:
         return "number"
     if isinstance(value, datetime):
         return "datetime"
+    if isinstance(value, date):
+        return "date"
     return "str"
 
 
@@ -138,20 +150,30 @@ def _kind_of_type(t: pa.DataType) -> str:
     return "str"
 
 
+def _key_and_kind(column: str, typ: pa.DataType | None, value: Any = None) -> tuple[str | None, str]:
+    """The metadata key a stored column holds and the kind of its values (from the column's type
+    or from a value); key None for a column that holds none."""
+    if column.startswith(DATE_PREFIX):
+        return column[len(DATE_PREFIX) :], "date"
+    if not column.startswith(PREFIX):
+        return None, ""
+    return column[len(PREFIX) :], _kind_of_type(typ) if typ is not None else _kind(value)
+
+
 def check_kinds(encoded: Sequence[Mapping[str, Any]], schema: pa.Schema | None, what: str) -> None:
     """ValueError naming the first ``what`` (e.g. "text 3") whose filterable value under a key
-    is of another kind (str, number, bool, datetime) than the store's column or an earlier entry
-    of the batch: checked before anything is written."""
-    kinds = {f.name: _kind_of_type(f.type) for f in schema} if schema is not None else {}
+    is of another kind (str, number, bool, datetime, date) than the store's column or an earlier
+    entry of the batch: checked before anything is written."""
+    kinds = dict(_key_and_kind(f.name, f.type) for f in schema) if schema is not None else {}
     for i, meta in enumerate(encoded):
         for column, value in meta.items():
-            if not column.startswith(PREFIX) or value is None:
+            key, kind = _key_and_kind(column, None, value)
+            if key is None or value is None:
                 continue
-            kind = _kind(value)
-            seen = kinds.setdefault(column, kind)
+            seen = kinds.setdefault(key, kind)
             if seen != kind:
                 raise ValueError(
-                    f"{what} {i}: metadata {column[len(PREFIX) :]!r} is a {kind}, but the store holds "
+                    f"{what} {i}: metadata {key!r} is a {kind}, but the store holds "
                     f"{seen} values under that key; one key takes one kind (numbers of any type mix)"
                 )
 
@@ -166,7 +188,8 @@ def resolve_missing(condition: Any, has_column: Any) -> Any:
     has replaced by what the same test gives on a null value: a key never stored behaves as a
     key stored as null, so a filter answers the same before and after the first document that
     has the key. (Our filters refuse an unknown column by name; a framework's filter on a key
-    no document has yet is normal.)"""
+    no document has yet is normal.) A test of a key stored as dates reads its date column, its
+    operands as day numbers (see the module docstring)."""
     if condition is None or not isinstance(condition, Mapping):
         return condition
     parts = []
@@ -177,6 +200,9 @@ def resolve_missing(condition: Any, has_column: Any) -> Any:
             parts.append({key: resolve_missing(value, has_column)})
         elif key.startswith("$") or key == "id" or has_column(key):
             parts.append({key: value})
+        elif key.startswith(PREFIX) and has_column(DATE_PREFIX + key[len(PREFIX) :]):
+            name = key[len(PREFIX) :]
+            parts.append({DATE_PREFIX + name: day_numbers(value, f"filters.{name}")})
         else:
             parts.append(ALWAYS if _holds_on_null(key, value) else NEVER)
     return parts[0] if len(parts) == 1 else {"$and": parts}
@@ -189,6 +215,8 @@ def _holds_on_null(column: str, test: Any) -> bool:
 
     sample = _first_scalar(test)
     kind = _kind(float(sample) if isinstance(sample, int) and not isinstance(sample, bool) else sample)
+    if kind == "date":
+        test, kind = day_numbers(test, f"filters.{column[len(PREFIX) :]}"), "number"
     arrow = {"bool": pa.bool_(), "number": pa.float64(), "datetime": pa.timestamp("us", tz="UTC")}
     table = pa.table({column: pa.array([None], type=arrow.get(kind, pa.string()))})
     return bool(compile_filter({column: test}, table)[0])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -112,7 +113,9 @@ def make_batch(
 
 
 def metadata_columns(metas: list[dict[str, Any]]) -> pa.Table | None:
-    """Rows of metadata -> a table (missing keys null); ValueError when a key mixes types."""
+    """Rows of metadata -> a table (missing keys null). One key holds one type: ints widen to
+    float64 when the key also holds floats (as against the stored columns, see
+    ``columns._concat_metadata``); any other mix is a ValueError naming the key and both types."""
     keys: list[str] = []
     for m in metas:
         keys.extend(k for k in m if k not in keys)
@@ -121,6 +124,7 @@ def metadata_columns(metas: list[dict[str, Any]]) -> pa.Table | None:
     columns = {}
     for key in keys:
         values = [m.get(key) for m in metas]
+        _check_one_type(key, values)
         try:
             arr = pa.array(values)
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
@@ -131,6 +135,35 @@ def metadata_columns(metas: list[dict[str, Any]]) -> pa.Table | None:
             arr = arr.cast(pa.timestamp("us", tz="UTC"))
         columns[key] = arr
     return pa.table(columns)
+
+
+_EXACT = 2**53  # Arrow casts an int64 to float64 within +-2**53 only
+
+
+def _check_one_type(key: str, values: list[Any]) -> None:
+    """ValueError unless the values (checked ones: see codec.check_metadata_value) are of one
+    type, ints and floats counting as one (Arrow would read 1 after a datetime as 1 us after
+    1970, and True after a float as 1.0); an int outside +-2**53 among floats is refused."""
+    first: dict[type, int] = {}
+    for i, v in enumerate(values):
+        if v is not None:
+            first.setdefault(
+                next(t for t in (bool, int, float, str, datetime, object) if isinstance(v, t)), i
+            )
+    kinds = list(first)
+    if len(kinds) == 2 and set(kinds) == {int, float}:
+        big = next((v for v in values if isinstance(v, int) and not -_EXACT <= v <= _EXACT), None)
+        if big is not None:
+            raise ValueError(
+                f"metadata {key!r} mixes int and float values, which share a float64 column, but the "
+                f"int {big} is outside the integers float64 holds exactly (+-2**53)"
+            )
+    elif len(kinds) > 1:
+        a, b = kinds[0], kinds[1]
+        raise ValueError(
+            f"metadata {key!r} holds {a.__name__} (memory {first[a]}) and {b.__name__} (memory "
+            f"{first[b]}) values: one key takes one type (ints widen to float)"
+        )
 
 
 def times_as_datetime64(us: NDArray[np.int64], open_end: int) -> NDArray[np.datetime64]:
