@@ -128,14 +128,34 @@ def test_save_local_and_load_local_round_trip(tmp_path):
     ids = store.add_texts(TEXTS, METAS)
     before = store.similarity_search_with_score("note 3 about birds", k=5, filter={"topic": "birds"})
     store.save_local(tmp_path / "saved")
-    with pytest.raises(FileExistsError):
-        store.save_local(tmp_path / "saved")
+    store.save_local(tmp_path / "saved")  # again: replaces the first copy, as FAISS's store does
     loaded = PoincareVectorStore.load_local(tmp_path / "saved", DeterministicFakeEmbedding(size=16))
     after = loaded.similarity_search_with_score("note 3 about birds", k=5, filter={"topic": "birds"})
     assert [(d.id, d.metadata) for d, _ in after] == [(d.id, d.metadata) for d, _ in before]
     np.testing.assert_allclose([s for _, s in after], [s for _, s in before], rtol=1e-6)
     assert sorted(d.id for d in loaded.get_by_ids(ids)) == sorted(ids)
     loaded.close()
+
+
+def test_save_local_replaces_an_earlier_save_once_complete_and_keeps_other_files(tmp_path):
+    from poincare_memory import StoreLockedError
+
+    store = _store()
+    store.add_texts(["first"], ids=["a"])
+    store.save_local(tmp_path / "saved")
+    (tmp_path / "saved" / "notes.txt").write_text("mine")
+    store.delete(["a"])
+    store.add_texts(["second"], ids=["b"])
+    store.save_local(tmp_path / "saved")
+    assert sorted(p.name for p in (tmp_path / "saved").iterdir()) == ["default", "notes.txt"]
+    loaded = PoincareVectorStore.load_local(tmp_path / "saved", DeterministicFakeEmbedding(size=16))
+    assert [d.id for d in loaded.get_by_ids(["a", "b"])] == ["b"]
+    loaded.save_local(tmp_path / "saved")  # its own path: a checkpoint
+    with pytest.raises(StoreLockedError):  # open there for writing: left as it is
+        store.save_local(tmp_path / "saved")
+    assert [d.id for d in loaded.get_by_ids(["a", "b"])] == ["b"]
+    loaded.close()
+    assert sorted(p.name for p in (tmp_path / "saved").iterdir()) == ["default", "notes.txt"]
 
 
 def test_our_embedders_through_the_langchain_interface():

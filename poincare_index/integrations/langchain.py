@@ -308,15 +308,46 @@ class PoincareVectorStore(VectorStore):
 
     def save_local(self, folder_path: str | os.PathLike[str]) -> None:
         """Writes every document (text, id, metadata, point) as a persistent store in
-        ``folder_path``, which must not hold one yet; ``load_local`` opens it."""
-        target = Path(folder_path)
-        if target.exists() and Memory.namespaces(target):
-            raise FileExistsError(f"{target} already holds a store; save to a new folder")
+        ``folder_path`` (made if missing); ``load_local`` opens it. As LangChain's FAISS store
+        overwrites its files, a store saved there before (same namespace) is replaced, and only
+        once the new copy is complete; other files in the folder stay. A store open for writing
+        there refuses it (StoreLockedError); this store's own ``path`` is checkpointed."""
+        import shutil
+
+        from ..io import _fsync_dir
+        from ..memory.store import NamespaceDir
+
         mem = self._memory
-        options = dict(self._memory_options, path=target)
         if mem is None:
             raise ValueError("nothing to save: the store has never held a document")
-        write_copy(mem, self._embedder, **options)
+        target = Path(folder_path)
+        options = dict(self._memory_options, path=target)
+        own = self._memory_options["path"]
+        if own is not None and target.resolve() == Path(own).resolve():
+            mem.checkpoint()
+            return
+        old = NamespaceDir(target, options["namespace"])  # a file or a saved index: FileExistsError
+        if not old.exists:
+            write_copy(mem, self._embedder, **options)
+            return
+        staging = target / f".save-{uuid.uuid4().hex}"  # beside it: the renames stay on one disk
+        retired = target / f".old-{uuid.uuid4().hex}"
+        try:
+            write_copy(mem, self._embedder, **dict(options, path=staging))
+            old.lock()  # held across the swap: a writer on the old copy cannot lose writes in it
+            try:
+                old.dir.rename(retired)
+                try:
+                    (staging / old.dir.name).rename(old.dir)
+                except BaseException:
+                    retired.rename(old.dir)
+                    raise
+                _fsync_dir(target)
+            finally:
+                old.unlock()
+            shutil.rmtree(retired)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
     @classmethod
     def load_local(
