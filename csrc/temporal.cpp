@@ -133,8 +133,9 @@ double DecayProgram::log_weight_aged(double dt_hours, std::int64_t valid_from,
 
 double DecayProgram::log_weight_of(std::int64_t t, std::int64_t valid_from,
                                    std::int64_t valid_until, std::uint32_t access_count) const {
-  if (terms_.empty()) return 0.0;
+  if (empty()) return 0.0;
   if (t > horizon_us_) return log_future_weight_;
+  if (terms_.empty()) return 0.0;
   // Within the tolerance a later stamp is the query time itself (age 0). The difference of two
   // int64 times fits a double exactly up to 2^53 us (285 years).
   const double dt_hours = t > at_us_ ? 0.0 : age_hours(at_us_, t);
@@ -142,7 +143,7 @@ double DecayProgram::log_weight_of(std::int64_t t, std::int64_t valid_from,
 }
 
 double DecayProgram::log_weight(const TimeColumns& c, std::size_t row) const {
-  if (terms_.empty()) return 0.0;
+  if (empty()) return 0.0;
   // Only the columns some term reads: each is a random access (a likely cache miss) per node.
   const bool from = uses_window_ && c.valid_from != nullptr;
   const bool until = uses_window_ && c.valid_until != nullptr;
@@ -164,8 +165,9 @@ void log_weights_of_rows(const DecayProgram& program, const TimeColumns& columns
 
 double DecayProgram::log_weight_bound(std::int64_t t_min, std::int64_t t_max,
                                       std::uint32_t max_access) const {
-  if (terms_.empty()) return 0.0;
+  if (empty()) return 0.0;
   if (t_min > horizon_us_) return log_future_weight_;
+  if (terms_.empty()) return 0.0;  // rows up to the horizon weigh 1, later ones less
   // Every built-in term decreases with age and increases with accesses: the newest time not
   // after the query time with the most accesses bounds the range (rows within the tolerance are
   // aged 0, later ones weigh future_weight <= 1). A custom term bounds itself as it declared.

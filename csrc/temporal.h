@@ -67,13 +67,16 @@ class DecayProgram {
   DecayProgram(std::vector<DecayTerm> terms, std::int64_t at_us, double future_weight,
                std::int64_t future_tolerance_us = 0);
 
-  bool empty() const { return terms_.empty(); }
+  // Whether every row weighs 1 (no terms, and rows after the query time weigh 1 too): only
+  // then are the time columns not read. A point stamped after the query time did not exist yet,
+  // whatever the policy, so with no terms the future rule alone still applies.
+  bool empty() const { return terms_.empty() && log_future_weight_ == 0.0; }
   bool uses_window() const { return uses_window_; }
   std::int64_t at_us() const { return at_us_; }
   // The latest stamp that still counts as existing at the query time.
   std::int64_t horizon_us() const { return horizon_us_; }
   // log w of `row`; rows stamped after the query time (beyond the tolerance) get
-  // log(future_weight). 0 when empty.
+  // log(future_weight), with or without terms. 0 when empty().
   double log_weight(const TimeColumns& columns, std::size_t row) const;
   // The same from explicit values (for a test against the numpy reference).
   double log_weight_of(std::int64_t t, std::int64_t valid_from, std::int64_t valid_until,

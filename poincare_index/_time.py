@@ -1,10 +1,15 @@
 """Times in, times out: everything inside is int64 microseconds since the Unix epoch, UTC.
 
-Accepted on input: ``datetime`` (aware ones are converted to UTC, naive ones are read as UTC),
-``numpy.datetime64`` scalars and arrays (read as UTC), pyarrow timestamp arrays (any unit; with a
-time zone they are instants, without one they are read as UTC), ``pandas.Timestamp`` (a
-``datetime``), and lists of these. ``None``/NaT/null is a missing value, which only the
-validity-window columns allow (an open end).
+Accepted on input: ``datetime`` (aware ones are converted to UTC), ``numpy.datetime64`` scalars
+and arrays (read as UTC), pyarrow timestamp arrays (any unit; with a time zone they are instants,
+without one they are read as UTC), ``pandas.Timestamp`` (a ``datetime``), and lists of these.
+``None``/NaT/null is a missing value, which only the validity-window columns allow (an open end).
+
+The one rule for naive values: a naive ``datetime`` (no tzinfo; an ISO-8601 string without an
+offset is one) is the local time of the process, as Python's own ``datetime.timestamp()`` and
+``astimezone()`` read it, so ``datetime.now()`` means now in every time zone (read as UTC it put
+a memory 9 hours in the future in Tokyo, weighing 1e-6). numpy datetime64 values and Arrow
+timestamps without a zone are array data with no notion of a local zone: they are UTC.
 """
 
 from __future__ import annotations
@@ -53,10 +58,30 @@ def now_micros() -> int:
 
 
 def datetime_to_micros(value: datetime) -> int:
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
+    """Microseconds since the epoch; a naive datetime is local time (see the module docstring)."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        try:
+            value = value.astimezone(timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            raise ValueError(
+                f"{value.isoformat()} (a naive datetime, read as local time) is outside the supported "
+                "times 1678-01-01 .. 2261-12-31 UTC"
+            ) from None
     delta = value - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def with_local_zone(value: Any) -> Any:
+    """``value`` with every naive datetime in it (top level, or in lists, tuples and dict values)
+    given the local zone, as the rule reads it: for arguments sent to another process, which
+    may run in another zone."""
+    if isinstance(value, datetime):
+        return value.astimezone() if value.tzinfo is None or value.utcoffset() is None else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(with_local_zone(v) for v in value)
+    if isinstance(value, dict):
+        return {k: with_local_zone(v) for k, v in value.items()}
+    return value
 
 
 def micros_to_datetime(us: int) -> datetime:

@@ -62,13 +62,21 @@ def as_id(value: Any, name: str = "id") -> int:
 
 
 def as_positive_int(value: Any, name: str) -> int:
+    return as_int_in(value, name, 1, 2**31 - 1)
+
+
+def as_int_in(value: Any, name: str, low: int, high: int) -> int:
+    """``value`` as an int in [low, high]: TypeError for a non-integer (bool included), else one
+    ValueError for any value outside, naming the range."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
     v = int(value)
-    if v < 1:
-        raise ValueError(f"{name} must be >= 1, got {v}")
-    if v > 2**31 - 1:
-        raise ValueError(f"{name} must be < 2**31, got {v}")
+    if not low <= v <= high:
+        if high == 2**31 - 1:
+            raise ValueError(
+                f"{name} must be >= {low}, got {v}" if v < low else f"{name} must be < 2**31, got {v}"
+            )
+        raise ValueError(f"{name} must be in [{low}, {high}], got {v}")
     return v
 
 

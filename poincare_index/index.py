@@ -14,7 +14,7 @@ from . import _core, _time
 from ._interrupts import InconsistentStateError, deferred_interrupts, fault_point
 from ._progress import progress_bar
 from ._sources import iter_chunks, source_rows
-from ._validation import as_id, as_ids, as_matrix, as_positive_int, check_result_size
+from ._validation import as_id, as_ids, as_int_in, as_matrix, as_positive_int, check_result_size
 from .columns import ColumnStore, check_window, metadata_table
 from .decay import DEFAULT_FUTURE_TOLERANCE, DEFAULT_FUTURE_WEIGHT, DecayPolicy
 from .faiss_surface import FaissSurface, SearchParameters, resolve_params
@@ -154,10 +154,13 @@ class _IndexBase(FaissSurface):
         arr = as_matrix(x, self.dim, "x")
         with self._write_lock:
             start = int(self._core.next_auto_id)
-            if start + arr.shape[0] - 1 > np.iinfo(np.int64).max:
+            top = int(np.iinfo(np.int64).max)
+            # The core's next id saturates at 2**63 - 1: if that id is held, the space is used up.
+            largest = top if start == top and start in self else start - 1
+            if largest + arr.shape[0] > top:
                 raise ValueError(
-                    f"no room for {arr.shape[0]} automatic ids: they continue past the largest id ever "
-                    f"stored ({start - 1}) and would pass 2**63 - 1; give ids with add_with_ids"
+                    f"the automatic ids are exhausted: {arr.shape[0]} more would pass 2**63 - 1 (the "
+                    f"largest id ever stored is {largest}); give ids with add_with_ids"
                 )
             ids = np.arange(start, start + arr.shape[0], dtype=np.int64)
             self._add(arr, ids, t, valid_from, valid_until, metadata, progress)
@@ -175,7 +178,8 @@ class _IndexBase(FaissSurface):
         """Add vectors (n, dim) with int64 ids (unique, not already in the index, not -1).
 
         ``t``: each point's time (numpy datetime64, a pyarrow timestamp array, or datetimes;
-        aware ones are converted to UTC, naive ones read as UTC; one value is broadcast); default
+        aware ones are converted to UTC, naive ones are local time as ``datetime.timestamp()``
+        reads them; numpy datetime64 is UTC; one value is broadcast); default
         now. ``valid_from``/``valid_until``: the window in which the point holds (None/NaT: an
         open end); valid_until must be after valid_from. ``metadata``: a dict of columns or a
         pyarrow Table with one row per point. All of it lands in :attr:`columns`.
@@ -372,7 +376,7 @@ class _IndexBase(FaissSurface):
         if filters is not None:
             r = run_scored(
                 self, q, k, ef, decay=None, at_time=None, depth_bias=0.0, time_coef=0.0,
-                filters=filters, touch=False,
+                filters=filters, touch=False, future_weight=1.0,
             )  # fmt: skip
             return r.distances.astype(np.float32), r.ids
         arr = as_matrix(q, self.dim, "query")
@@ -400,7 +404,8 @@ class _IndexBase(FaissSurface):
         ``-distance + depth_bias * depth + time_coef * log(time_weight)``, best first.
 
         ``decay``: a policy from :mod:`poincare_index.decay` (None: weight 1), evaluated in C++ on
-        the columns at ``at_time`` (one time for the call; default now; naive = UTC). Points
+        the columns at ``at_time`` (one time for the call; default now; a naive datetime is local
+        time). Points
         stamped more than ``future_tolerance`` (default 5 minutes: clock skew between machines)
         after at_time weigh ``future_weight``; within it they count as stamped at at_time.
         ``filters``: a row mask, allowed ids or a MongoDB-style dict over :attr:`columns` (see
@@ -540,9 +545,7 @@ class PoincareIndex(_IndexBase):
         num_threads: int | None = None,
     ):
         super().__init__()
-        M = as_positive_int(M, "M")
-        if not 2 <= M <= 256:
-            raise ValueError(f"M must be in [2, 256], got {M}")
+        M = as_int_in(M, "M", 2, 256)  # one range, one message, for 0, 1 and 300 alike
         ef_construction = as_positive_int(ef_construction, "ef_construction")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise TypeError(f"seed must be an integer, got {type(seed).__name__}")

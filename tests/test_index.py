@@ -402,7 +402,7 @@ def test_automatic_ids_never_collide_and_say_when_no_room_is_left(cls):
     index.add_with_ids(x[:1], np.array([2**63 - 2]))
     index.add(x[:1])  # takes 2**63 - 1, the last one
     assert index.reconstruct(2**63 - 1) is not None
-    with pytest.raises(ValueError, match="no room for 2 automatic ids"):
+    with pytest.raises(ValueError, match="automatic ids are exhausted: 2 more"):
         index.add(x[:2])
     assert index.ntotal == 2
     index.add_with_ids(x[:1], np.array([7]))  # explicit ids still work

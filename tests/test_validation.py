@@ -223,3 +223,22 @@ def test_empty_text_is_refused(text):
     with pytest.raises(ValueError, match="empty or only whitespace"):
         mem.add(text)
     assert len(mem) == 0
+
+
+def test_automatic_ids_past_the_largest_int64_say_the_id_space_is_exhausted():
+    x = np.zeros((1, 4), np.float32)
+    for start in (2**63 - 1, 2**63 - 3):
+        index = pi.PoincareIndex(4)
+        index.add_with_ids(x, [start])
+        index.add(np.zeros((2**63 - 1 - start, 4), np.float32))  # the ids left, if any
+        with pytest.raises(
+            ValueError, match="automatic ids are exhausted.*largest id ever stored is 9223372036854775807"
+        ):
+            index.add(x)
+        index.add_with_ids(x, [5])  # ids given by the caller still go in
+
+
+@pytest.mark.parametrize("M", [0, 1, 257, -3])
+def test_every_m_outside_its_range_gets_the_same_message(M):
+    with pytest.raises(ValueError, match=r"M must be in \[2, 256\], got"):
+        pi.PoincareIndex(4, M=M)

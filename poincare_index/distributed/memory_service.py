@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _time
 from .._validation import as_positive_int
 from ..memory.memory import Memory
 from ..memory.mirror import mirror
@@ -240,6 +241,7 @@ class MemoryService:
     def _call(self, name: str, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         self._check_open()
         host = self.host_of(name)
+        args, kwargs = _time.with_local_zone(args), _time.with_local_zone(kwargs)  # a host's zone may differ
         return self._get(host, name, method, self._actors[host].call.remote(name, method, args, kwargs))
 
     def _attribute(self, name: str, attribute: str) -> Any:
@@ -252,6 +254,7 @@ class MemoryService:
     ) -> Any:
         self._check_open()
         host = self.host_of(name)
+        args, kwargs = _time.with_local_zone(args), _time.with_local_zone(kwargs)
         ref = self._actors[host].call_session.remote(name, session_id, method, args, kwargs)
         return self._get(host, name, f"session.{method}", ref)
 

@@ -158,9 +158,9 @@ class MemoryViews:
         """log time weight of ``rows`` (a list or an int array) at ``at_us`` by config's decay:
         the index's own evaluation of the policy (the C++ program search_scored runs, tested
         against the numpy reference in tests/test_decay.py), on the stored microseconds."""
-        decay = config.decay
-        if decay is None or len(rows) == 0:
-            return np.zeros(len(rows))
+        decay = config.decay  # None still weighs rows stamped after at_us future_weight
+        if len(rows) == 0:
+            return np.zeros(0)
         idx = np.ascontiguousarray(rows, dtype=np.int64)
         tolerance_us = config.future_tolerance // timedelta(microseconds=1)
         with self._index._columns.buffers() as (t, valid_from, valid_until, access):
@@ -175,7 +175,7 @@ class MemoryViews:
         """(keys, top): keys = relevance + time_coef x log time weight of each row (the same
         program as :meth:`_log_weights`), top the positions of the ``k`` best keys, best first,
         ties by row; one pass in the core over every row (all keyword matches)."""
-        terms = policy_terms(config.decay)  # no rows for None: log w = 0
+        terms = policy_terms(config.decay)  # no rows for None: log w = 0 up to at_us
         tolerance_us = config.future_tolerance // timedelta(microseconds=1)
         with self._index._columns.buffers() as (t, valid_from, valid_until, access):
             return _core.rank_with_time_term(
