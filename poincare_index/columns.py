@@ -655,10 +655,15 @@ def check_metadata_times(table: pa.Table) -> None:
             continue
         if not us_per:
             continue
-        bounds = pc.min_max(table.column(field.name).cast(raw))
+        column = table.column(field.name).cast(raw)
+        bounds = pc.min_max(column)
         lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
         if lo is not None and (lo * us_per < _DATETIME_MIN_US or hi * us_per > _DATETIME_MAX_US):
-            raise ValueError(f"metadata column {field.name!r} holds a time outside the years 1..9999")
+            first, last = -(-_DATETIME_MIN_US // us_per), _DATETIME_MAX_US // us_per  # in the unit
+            row = pc.index(pc.or_(pc.less(column, first), pc.greater(column, last)), True).as_py()
+            raise ValueError(
+                f"metadata column {field.name!r} row {row} holds a time outside the years 1..9999"
+            )
 
 
 def _merge_small_chunks(table: pa.Table) -> pa.Table:

@@ -39,7 +39,8 @@ def _numba() -> Any:
         import numba
     except ImportError:
         raise ImportError(
-            "CustomDecay compiles its function with numba: pip install 'poincare-index[numba]'"
+            'CustomDecay compiles its function with numba: pip install ".[numba]" '
+            "(from a checkout of poincare_index)"
         ) from None
     return numba
 

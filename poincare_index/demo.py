@@ -115,7 +115,10 @@ def run_hierarchy_demo(epochs: int = 50, seed: int = 0) -> dict[str, float] | No
     try:
         import numba  # noqa: F401
     except ImportError:
-        print("\nhierarchy demo: skipped, it needs numba (pip install 'poincare-index[numba]')")
+        print(
+            "\nhierarchy demo: skipped, it needs numba "
+            '(pip install ".[numba]" from a checkout of poincare_index)'
+        )
         return None
     from .hierarchy import mammals, reconstruction, train
 

@@ -4,6 +4,7 @@ and persistent), then filters, MMR, files and the time-aware retriever against r
 from __future__ import annotations
 
 import os
+import re
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -156,6 +157,28 @@ def test_save_local_replaces_an_earlier_save_once_complete_and_keeps_other_files
     assert [d.id for d in loaded.get_by_ids(["a", "b"])] == ["b"]
     loaded.close()
     assert sorted(p.name for p in (tmp_path / "saved").iterdir()) == ["default", "notes.txt"]
+
+
+def test_load_local_of_a_folder_without_a_store_raises_naming_it(tmp_path):
+    emb = DeterministicFakeEmbedding(size=16)
+    missing = tmp_path / "never-saved"
+    with pytest.raises(
+        FileNotFoundError, match=re.escape(f"no store at {missing}: the folder does not exist")
+    ):
+        PoincareVectorStore.load_local(missing, emb)
+    assert not missing.exists()  # nothing was created there
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="empty: it holds none in namespace 'default'"):
+        PoincareVectorStore.load_local(tmp_path / "empty", emb)
+    assert list((tmp_path / "empty").iterdir()) == []
+    store = _store()
+    store.add_texts(["first"], ids=["a"])
+    store.save_local(tmp_path / "saved")
+    with pytest.raises(FileNotFoundError, match="namespace 'other'"):
+        PoincareVectorStore.load_local(tmp_path / "saved", emb, namespace="other")
+    loaded = PoincareVectorStore.load_local(tmp_path / "saved", emb)
+    assert [d.id for d in loaded.get_by_ids(["a"])] == ["a"]
+    loaded.close()
 
 
 def test_our_embedders_through_the_langchain_interface():

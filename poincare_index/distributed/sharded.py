@@ -50,7 +50,9 @@ def _ray() -> Any:
     try:
         import ray
     except ImportError as exc:
-        raise ImportError("poincare_index.distributed needs Ray: pip install 'poincare-index[ray]'") from exc
+        raise ImportError(
+            'poincare_index.distributed needs Ray: pip install ".[ray]" (from a checkout of poincare_index)'
+        ) from exc
     return ray
 
 
@@ -170,10 +172,11 @@ class ShardedIndex:
         past the largest any shard ever stored, removed ones included, as add() numbers)."""
         import pyarrow as pa
 
+        schema = pa.schema([])
         for slot, d in zip(self._set.slots, described):
             slot.t_min, slot.t_max, slot.max_access = d["t_min"], d["t_max"], int(d["max_access"])
-        schemas = [pa.schema([])] + [d["metadata_schema"] for d in described]
-        self._schema = pa.unify_schemas(schemas, promote_options="default")
+            schema = self._widened(schema, d["metadata_schema"], f"shard {slot.number} holds")
+        self._schema = schema
         self._next_id = max((int(d["next_auto_id"]) for d in described), default=0)
 
     def _call(
@@ -193,23 +196,54 @@ class ShardedIndex:
 
         return self._set.call(slots, method, args, on_answer=acknowledged)[0]
 
-    def _check_metadata(self, metadata: Any) -> None:
-        """ValueError unless ``metadata``'s columns fit those the index holds (as a local index
-        refuses them), so no shard refuses a part after others took theirs."""
-        if metadata is None:
-            return
+    @staticmethod
+    def _widened(schema: Any, new: Any, given: str = "the new rows give") -> Any:
+        """``schema`` with ``new``'s columns by the rule of a local index and a Memory (see
+        ``columns._concat_metadata``): integers and floats under one key widen to float64, a null
+        column takes the other type; any other mix is a ValueError naming the key and both types."""
         import pyarrow as pa
 
-        try:
-            pa.unify_schemas([self._schema, metadata.schema], promote_options="default")
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-            raise ValueError(f"metadata does not match the existing columns: {exc}") from None
+        types = dict(zip(schema.names, schema.types))
+        for name, typ in zip(new.names, new.types):
+            before = types.get(name)
+            if before is None or pa.types.is_null(before):
+                types[name] = typ
+            elif before != typ and not pa.types.is_null(typ):
+                kinds = {"int" if pa.types.is_integer(t) else "float" if pa.types.is_floating(t) else t
+                         for t in (before, typ)}  # fmt: skip
+                if kinds != {"int", "float"}:
+                    raise ValueError(
+                        f"metadata does not match the existing columns: {name!r} holds {before} values, "
+                        f"{given} {typ} (one key takes one type; integers widen to float64)"
+                    )
+                types[name] = pa.float64()
+        return pa.schema(list(types.items()))
+
+    def _check_metadata(self, rows: Any) -> Any:
+        """``rows`` (CheckedRows) with their metadata cast to the types the index holds (integers
+        to float64 where it holds floats: every shard stores one type), or a ValueError (see
+        :meth:`_widened`) before any shard gets a part. A shard none of whose rows is among the
+        floats that widen a column of integers keeps its integers until its next add."""
+        import dataclasses
+
+        import pyarrow as pa
+
+        meta = rows.metadata
+        if meta is None:
+            return rows
+        want = self._widened(self._schema, meta.schema)
+        for i, name in enumerate(meta.schema.names):
+            try:  # a no-op where the type is the index's already
+                meta = meta.set_column(i, name, meta.column(i).cast(want.field(name).type))
+            except pa.ArrowInvalid as exc:
+                raise ValueError(
+                    f"metadata {name!r} mixes integers and floats, which share a float64 column: {exc}"
+                ) from None
+        return dataclasses.replace(rows, metadata=meta)
 
     def _note_metadata(self, metadata: Any) -> None:
         if metadata is not None:
-            import pyarrow as pa
-
-            self._schema = pa.unify_schemas([self._schema, metadata.schema], promote_options="default")
+            self._schema = self._widened(self._schema, metadata.schema)
 
     def _fan(
         self, slots: list[ShardSlot], method: str, args: list[tuple[Any, ...]], *, allow_partial: bool = False
@@ -299,7 +333,7 @@ class ShardedIndex:
         if not len(rows):
             return
         with self._write_lock:
-            self._check_metadata(rows.metadata)
+            rows = self._check_metadata(rows)
             if self._buckets is None:
                 parts = [
                     (self._set.slots[key], args) for key, args in rows.split(HashRoute(self.shards)(rows))

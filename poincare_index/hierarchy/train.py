@@ -32,7 +32,8 @@ def _numba() -> Any:
         import numba
     except ImportError:
         raise ImportError(
-            "poincare_index.hierarchy.train needs numba: pip install 'poincare-index[numba]'"
+            'poincare_index.hierarchy.train needs numba: pip install ".[numba]" '
+            "(from a checkout of poincare_index)"
         ) from None
     return numba
 

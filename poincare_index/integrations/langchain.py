@@ -33,7 +33,8 @@ try:
     from langchain_core.vectorstores import VectorStore
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        "poincare_index.integrations.langchain needs LangChain: pip install 'poincare-index[langchain]'"
+        'poincare_index.integrations.langchain needs LangChain: pip install ".[langchain]" '
+        "(from a checkout of poincare_index)"
     ) from exc
 
 from ..embed import CallableEmbedder, HashingEmbedder
@@ -75,6 +76,8 @@ class PoincareVectorStore(VectorStore):
     default learnt from the first texts added, or from one probe call when ``path`` is given).
     Filters are dicts on metadata keys with our operators (``$eq $ne $gt $gte $lt $lte $in $nin
     $exists $not $and $or``) applied inside the search, or a callable on ``Document``.
+    A key of dates compares by day with a date, a datetime or an ISO-8601 string operand. Ints and
+    floats under one key share a float64 column; any other mix of types under a key is refused.
     """
 
     def __init__(
@@ -353,7 +356,16 @@ class PoincareVectorStore(VectorStore):
     def load_local(
         cls, folder_path: str | os.PathLike[str], embeddings: Embeddings, **kwargs: Any
     ) -> PoincareVectorStore:
-        """The store ``save_local`` wrote (or any ``path=`` store), opened for writing."""
+        """The store ``save_local`` wrote (or any ``path=`` store), opened for writing;
+        FileNotFoundError naming the folder when it holds no store (of ``namespace``)."""
+        from ..memory.store import NamespaceDir
+
+        folder = Path(folder_path)
+        if not folder.is_dir():
+            raise FileNotFoundError(f"no store at {folder}: the folder does not exist")
+        namespace = kwargs.get("namespace", "default")
+        if not NamespaceDir(folder, namespace).exists:
+            raise FileNotFoundError(f"no store at {folder}: it holds none in namespace {namespace!r}")
         return cls(embeddings, path=folder_path, **kwargs)
 
     def close(self) -> None:

@@ -47,7 +47,8 @@ try:
     from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        "poincare_index.integrations.llama_index needs LlamaIndex: pip install 'poincare-index[llama-index]'"
+        'poincare_index.integrations.llama_index needs LlamaIndex: pip install ".[llama-index]" '
+        "(from a checkout of poincare_index)"
     ) from exc
 
 from ..embed import CallableEmbedder

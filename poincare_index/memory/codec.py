@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .. import decay as _decay
-from .._time import MAX_TIME_US, MIN_TIME_US, datetime_to_micros, micros_to_datetime
+from .._time import MAX_TIME_US, MIN_TIME_US, _out_of_range, datetime_to_micros, micros_to_datetime
 from ..custom_decay import BOUNDS, CustomDecay
 
 __all__ = [
@@ -98,8 +98,15 @@ def policy_from_json(spec: Any, depth: int = 0) -> _decay.DecayPolicy | None:
 
 
 def check_metadata_value(key: str, value: Any, where: str) -> None:
-    """Metadata values are JSON scalars or datetimes (so the log stores them without pickle)."""
-    if value is None or isinstance(value, (str, bool, int, datetime)):
+    """Metadata values are JSON scalars or datetimes (so the log stores them without pickle); a
+    datetime must lie in 1678-01-01 .. 2261-12-31 UTC, the times the log reads back (see
+    :func:`value_from_json`), so that no acknowledged add leaves a log that cannot be replayed."""
+    if isinstance(value, datetime):
+        us = datetime_to_micros(value)
+        if not MIN_TIME_US <= us <= MAX_TIME_US:
+            raise _out_of_range(f"{where}: metadata {key!r}", us)
+        return
+    if value is None or isinstance(value, (str, bool, int)):
         return
     if isinstance(value, float):
         if not math.isfinite(value):

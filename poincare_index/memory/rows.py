@@ -108,7 +108,11 @@ def make_batch(
     else:
         if isinstance(metadata, Mapping) or len(metadata) != n:
             raise ValueError(f"metadata must be a sequence of {n} dicts (one per memory)")
-        metas = [_check_metadata(m, f"memory {i}") for i, m in enumerate(metadata)]
+        given = [None] * n if ids is None else list(ids)  # the caller's ids name the rows too
+        metas = [
+            _check_metadata(m, f"memory {i}" if given[i] is None else f"memory {i} (id {given[i]!r})")
+            for i, m in enumerate(metadata)
+        ]
     return Batch(id_list, list(texts), t_us, vf, vu, metas)
 
 
