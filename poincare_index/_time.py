@@ -14,6 +14,7 @@ timestamps without a zone are array data with no notion of a local zone: they ar
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -69,6 +70,15 @@ def datetime_to_micros(value: datetime) -> int:
             ) from None
     delta = value - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def datetimes_to_arrow(values: Sequence[Any]) -> Any:
+    """A column of Python datetimes (and None) as timestamp[us, UTC], each read by the rule
+    above (Arrow alone keeps a naive datetime's wall clock, i.e. reads it as UTC)."""
+    import pyarrow as pa
+
+    us = [None if v is None else datetime_to_micros(v) for v in values]
+    return pa.array(us, type=pa.int64()).cast(pa.timestamp("us", tz="UTC"))
 
 
 def with_local_zone(value: Any) -> Any:

@@ -17,6 +17,7 @@ import zlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +122,12 @@ def metadata_table(metadata: Any, n: int) -> pa.Table | None:
             if not isinstance(name, str) or not name:
                 raise TypeError(f"metadata column names must be non-empty strings, got {name!r}")
             try:
-                cols[name] = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values)
+                if isinstance(values, (pa.Array, pa.ChunkedArray)):
+                    cols[name] = values  # Arrow data: a timestamp without a zone is UTC
+                elif _holds_datetimes(values):
+                    cols[name] = _time.datetimes_to_arrow(list(values))  # naive = local time
+                else:
+                    cols[name] = pa.array(values)
             except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
                 raise TypeError(f"metadata column {name!r} cannot be stored: {exc}") from None
         table = pa.table(cols) if cols else None
@@ -145,6 +151,19 @@ def metadata_table(metadata: Any, n: int) -> pa.Table | None:
     if table.num_rows != n:
         raise ValueError(f"metadata has {table.num_rows} rows, expected {n} (one per row of x)")
     return table
+
+
+def _holds_datetimes(values: Any) -> bool:
+    """Whether a Python sequence of metadata values holds datetime objects (and None only)."""
+    if isinstance(values, np.ndarray) and values.dtype != object:
+        return False
+    try:
+        items = list(values)
+    except TypeError:
+        return False
+    return any(isinstance(v, datetime) for v in items) and all(
+        v is None or isinstance(v, datetime) for v in items
+    )
 
 
 @dataclass(frozen=True)

@@ -129,6 +129,11 @@ def metadata_columns(metas: list[dict[str, Any]]) -> pa.Table | None:
     for key in keys:
         values = [m.get(key) for m in metas]
         _check_one_type(key, values)
+        if any(isinstance(v, datetime) for v in values):
+            # Through the one time rule (a naive datetime is local time), as the log's codec
+            # reads them: Arrow alone would keep a naive one's wall clock as if it were UTC.
+            columns[key] = _time.datetimes_to_arrow(values)
+            continue
         try:
             arr = pa.array(values)
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
