@@ -159,7 +159,7 @@ def plot(res: Results, path: str) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise ImportError("the plot needs matplotlib: pip install 'poincare-index[bench]'") from exc
+        raise ImportError("the plot needs matplotlib: pip install '.[bench]' (from a checkout)") from exc
     fig, ax = plt.subplots(figsize=(7, 5))
     fits = {(e["contender"], e["dim"], e["build_threads"]): e["exponent"] for e in res.exponents}
     groups: dict[tuple[str, int, int], list[Point]] = {}
