@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import shutil
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -20,7 +21,14 @@ import pytest
 import poincare_index as pi
 from poincare_index.cli import main
 from poincare_index.inspector import InspectorServer, StoreView, open_store
-from poincare_index.inspector.data import disk_coordinates
+from poincare_index.inspector.data import (
+    RING_SPREAD,
+    TIME_RADII,
+    choose_layout,
+    depth_spread,
+    depths,
+    disk_coordinates,
+)
 from poincare_memory import HalfLife, Memory, Product, ValidityWindow
 
 NOW = datetime.now(timezone.utc).replace(microsecond=0)
@@ -58,6 +66,40 @@ def test_disk_projection_keeps_depth_and_stays_inside():
     xy = disk_coordinates(x)
     np.testing.assert_allclose(np.linalg.norm(xy, axis=1), np.linalg.norm(x, axis=1), rtol=1e-12)
     assert np.all(np.linalg.norm(xy, axis=1) < 1)
+
+
+def test_layout_is_time_when_every_depth_is_equal_and_depth_otherwise():
+    ring = np.full(1000, 1.5)
+    ring[:20] = 0.0  # texts without a word sit at the origin: under 5 %, they do not count
+    assert depth_spread(ring) == 0.0 and choose_layout(ring) == "time"
+    assert choose_layout(ring + np.linspace(0, 2 * RING_SPREAD, 1000)) == "depth"
+    assert choose_layout(np.array([1.5])) == "depth" and choose_layout(np.zeros(0)) == "depth"
+    # the default embedder: one ring, hence the time layout; a generated hierarchy: the disk
+    mem = seed_store(None, fillers=50)
+    view = StoreView(mem)
+    assert view.layout == "time" and view.depth_spread < 1e-4
+    assert view.meta()["layout"] == "time" and set(view.meta()["layouts"]) == {"depth", "time"}
+    index = pi.PoincareFlatIndex(8)
+    index.add(pi.datasets.hierarchy(300, 8, seed=1).points, t=NOW)
+    assert StoreView(index).layout == "depth"
+
+
+def test_time_layout_keeps_directions_and_puts_time_on_the_radius():
+    mem = seed_store(None, fillers=50)
+    view = StoreView(mem)
+    depth_xy, time_xy = view.coordinates("depth"), view.coordinates("time")
+    np.testing.assert_allclose(depths(depth_xy), depths(depth_xy)[0], atol=1e-6)  # the ring
+    radius = np.linalg.norm(time_xy, axis=1)
+    unit = depth_xy / np.linalg.norm(depth_xy, axis=1)[:, None]
+    np.testing.assert_allclose(time_xy, unit * radius[:, None], atol=1e-12)  # same angles
+    order = np.argsort(view.t_us, kind="stable")
+    assert np.all(np.diff(radius[order]) >= -1e-12)  # older inside, newer outside
+    assert (radius[order[0]], radius[order[-1]]) == pytest.approx(TIME_RADII)
+    assert view.points(layout="time")["x"] == np.round(time_xy[:, 0], 5).tolist()
+    i = view.row_of["new"]
+    assert view.point("new")["depth"] == pytest.approx(depths(depth_xy[i : i + 1])[0], abs=1e-6)
+    with pytest.raises(ValueError, match="layout"):
+        view.coordinates("spiral")
 
 
 def test_weights_are_the_policy_and_search_follows_the_seed():
@@ -101,10 +143,25 @@ def test_server_is_read_only_and_reports_errors(tmp_path):
             "old",
         ]
         assert get(server, "api/points?field=session&value=seed")["ids"] == ["old", "new"]
+        # the page's binary arrays: float32, in the order of /api/ids, one generation
+        with urllib.request.urlopen(server.url + "api/points?format=f32&layout=time", timeout=10) as res:
+            xy = np.frombuffer(res.read(), dtype="<f4").reshape(-1, 2)
+            assert res.headers["Content-Type"] == "application/octet-stream"
+            generation = res.headers["X-Generation"]
+        np.testing.assert_array_equal(xy, view.coordinates("time").astype(np.float32))
+        assert get(server, "api/ids")["ids"] == view.ids
+        at = urllib.parse.quote((NOW - timedelta(days=40)).isoformat())
+        with urllib.request.urlopen(server.url + f"api/weights?format=f32&at={at}", timeout=10) as res:
+            logw = np.frombuffer(res.read(), dtype="<f4")
+            assert res.headers["X-Generation"] == generation
+        expected = view.log_weights(NOW - timedelta(days=40))
+        np.testing.assert_allclose(logw, expected.astype(np.float32), rtol=1e-6)
         for bad, code in (
             ("api/point?id=nope", 404),
             ("api/weights?at=yesterday", 400),
             ("api/nothing", 404),
+            ("api/points?layout=spiral", 400),
+            ("api/points?format=xml", 400),
         ):
             with pytest.raises(urllib.error.HTTPError) as err:
                 urllib.request.urlopen(server.url + bad, timeout=10)
@@ -176,13 +233,38 @@ def test_page_in_headless_chromium(tmp_path):
     artifacts = Path(os.environ.get("POINCARE_TEST_ARTIFACTS", "test-artifacts"))
     artifacts.mkdir(parents=True, exist_ok=True)
     view = open_store(tmp_path)
+    # The positions wait for the test's word: the page must say it is loading meanwhile.
+    release, positions_f32 = threading.Event(), view.positions_f32
+    view.positions_f32 = lambda layout="depth": release.wait(30) and positions_f32(layout)
     try:
         with InspectorServer(view).start() as server:
             driver.get(server.url)
+            _wait(driver, "return document.getElementById('loading-text').textContent.includes('10,002')")
+            assert driver.find_element("id", "loading").is_displayed()
+            assert "Loading 10,002 points" in driver.find_element("id", "loading").text
+            assert driver.execute_script("return document.body.dataset.ready") is None
+            release.set()
+            _wait(driver, "return document.body.dataset.ready === '1'")
+            assert not driver.find_element("id", "loading").is_displayed()
+            driver.refresh()  # timed without the hold
             _wait(driver, "return document.body.dataset.ready === '1'")
             ready_ms = driver.execute_script("return window.inspectorReady")
+            first_ms = driver.execute_script("return window.inspectorTimings.firstPoints")
+            assert not driver.find_element("id", "loading").is_displayed()
             assert "10,002 memories" in driver.find_element("id", "summary").text
+            # the default embedder puts every text on one ring: the time layout, labelled as such
+            assert driver.execute_script("return state.layout") == "time"
+            assert "Radius: time" in driver.find_element("id", "legend").text
+            assert "not the hyperbolic geometry" in driver.find_element("id", "projection").text
+            driver.execute_script(
+                "const l = document.getElementById('layout'); l.value = 'depth';"
+                "l.dispatchEvent(new Event('change'));"
+            )
+            _wait(driver, "return document.body.dataset.layout === 'depth'")
+            assert "hyperbolic depth" in driver.find_element("id", "legend").text
             assert "Projection:" in driver.find_element("id", "projection").text
+            radius = driver.execute_script("return Math.hypot(state.xy[0], state.xy[1])")
+            assert radius == pytest.approx(float(np.linalg.norm(view.coordinates("depth")[0])), abs=1e-6)
             # scope to the seed's session, search at the slider's time (now)
             driver.execute_script(
                 "const f = document.getElementById('field'); f.value = 'session';"
@@ -214,7 +296,7 @@ def test_page_in_headless_chromium(tmp_path):
 
             canvas = driver.find_element("id", "disk")
             px, py = driver.execute_script(
-                "const i = state.ids.indexOf('new'); const p = toCanvas(state.x[i], state.y[i]);"
+                "const i = state.ids.indexOf('new'); const p = pointCanvas(i);"
                 "const r = canvas.getBoundingClientRect();"
                 "return [p[0] * r.width / canvas.width - r.width / 2,"
                 " p[1] * r.height / canvas.height - r.height / 2];"
@@ -236,6 +318,11 @@ def test_page_in_headless_chromium(tmp_path):
                 f"window.inspector.setTime({json.dumps(NOW.isoformat())});"
             )
             _wait(driver, f"return document.body.dataset.updates === '{len(timings) + 1}'")
+            driver.execute_script(
+                "const l = document.getElementById('layout'); l.value = 'time';"
+                "l.dispatchEvent(new Event('change'));"
+            )
+            _wait(driver, "return document.body.dataset.layout === 'time'")
             driver.find_element("id", "query").send_keys("invoice refund")
             driver.find_element("id", "search-button").click()
             _wait(
@@ -246,7 +333,8 @@ def test_page_in_headless_chromium(tmp_path):
             driver.save_screenshot(str(shot))
             assert shot.stat().st_size > 10_000
             print(
-                f"\ninspector, 10,002 memories: interactive {ready_ms:.0f} ms after navigation; "
+                f"\ninspector, 10,002 memories: first points {first_ms:.0f} ms, "
+                f"interactive {ready_ms:.0f} ms after navigation; "
                 f"slider updates {', '.join(f'{t:.0f}' for t in timings)} ms "
                 f"(median {np.median(timings):.0f} ms); screenshot {shot}"
             )

@@ -1,5 +1,6 @@
-"""What the inspector page shows, computed on the server: the disk projection, time weights at a
-moment, search results with their score breakdown, and a point's fields.
+"""What the inspector page shows, computed on the server: the disk projection (or the time layout,
+when every point has the same depth), time weights at a moment, search results with their score
+breakdown, and a point's fields.
 
 The page never evaluates a decay policy itself: weights come from the policy's numpy reference
 (:meth:`DecayPolicy.weight`), which the tests hold equal to the C++ evaluation inside search.
@@ -22,7 +23,7 @@ from ..decay import DEFAULT_FUTURE_WEIGHT, DecayPolicy, HalfLife
 from ..index import _IndexBase
 from ..memory.rows import times_as_datetime64
 
-__all__ = ["StoreView", "open_store", "PROJECTION"]
+__all__ = ["StoreView", "open_store", "PROJECTION", "TIME_LAYOUT", "LAYOUTS", "choose_layout"]
 
 PROJECTION = (
     "Each point keeps its true distance from the origin (its depth); its direction is the "
@@ -30,6 +31,20 @@ PROJECTION = (
     "all tangent vectors. Distances from the centre are exact; angles between points are "
     "approximate (a PCA of the tangent space at the origin)."
 )
+TIME_LAYOUT = (
+    "Time layout, not the hyperbolic geometry: the radius is the point's time t, linear from the "
+    "oldest memory (inner ring) to the newest (rim), like tree rings; the dashed circle is the "
+    "slider's time. Directions are those of the Poincaré projection (a PCA of the tangent "
+    "vectors at the origin); distances in this picture mean nothing in the ball."
+)
+LAYOUTS = {"depth": PROJECTION, "time": TIME_LAYOUT}
+# Below this spread of depths (hyperbolic distance from the origin, 5th to 95th percentile) the
+# true layout is one ring: the hashing embedder puts every text at the same depth (spread
+# ~1e-7), so does any embedder that normalises its vectors before mapping them into the ball. A
+# generated hierarchy spreads over several units.
+RING_SPREAD = 0.05
+# The time layout's radii: the oldest point sits off the centre, where angles still show.
+TIME_RADII = (0.15, 0.97)
 _BUILTIN = {"id", "text", "t", "valid_from", "valid_until", "access_count"}
 
 
@@ -37,17 +52,30 @@ def _iso(us: int | None) -> str | None:
     return None if us is None else _time.micros_to_datetime(us).isoformat().replace("+00:00", "Z")
 
 
+def _log_scale(norms: NDArray[np.float64]) -> NDArray[np.float64]:
+    """artanh(|x|) / |x|: the log map's factor (1 at the origin, its limit)."""
+    safe = np.minimum(norms, 1 - 1e-12)
+    return np.divide(np.arctanh(safe), safe, out=np.ones_like(safe), where=safe > 0)
+
+
 def tangent_vectors(x: NDArray[np.float64]) -> NDArray[np.float64]:
     """log map at the origin (curvature 1): artanh(|x|) x / |x|."""
-    norms = np.linalg.norm(x, axis=1)
-    unit = np.divide(x, norms[:, None], out=np.zeros_like(x), where=norms[:, None] > 0)
-    return np.arctanh(np.minimum(norms, 1 - 1e-12))[:, None] * unit
+    return _log_scale(np.linalg.norm(x, axis=1))[:, None] * x
+
+
+def _sample(n: int) -> NDArray[np.int64] | slice:
+    return slice(None) if n <= 20_000 else np.random.default_rng(0).choice(n, 20_000, replace=False)
+
+
+def projection_axes(x: NDArray[np.float64]) -> NDArray[np.float64]:
+    """principal_axes of the tangent vectors of ``x``'s sample (the others are never built)."""
+    return principal_axes(tangent_vectors(x[_sample(x.shape[0])]))
 
 
 def principal_axes(tangent: NDArray[np.float64]) -> NDArray[np.float64]:
     """(dim, 2): the two principal axes of the tangent vectors (a seeded sample of 20,000)."""
     n, dim = tangent.shape
-    sample = tangent if n <= 20_000 else tangent[np.random.default_rng(0).choice(n, 20_000, replace=False)]
+    sample = tangent[_sample(n)]
     centred = sample - sample.mean(axis=0) if n else sample
     if dim >= 2 and n and np.any(centred):
         return np.linalg.svd(centred, full_matrices=False)[2][:2].T
@@ -59,12 +87,55 @@ def disk_coordinates(x: NDArray[np.float64], axes: NDArray[np.float64] | None = 
     vector projected on ``axes`` (default: its own principal axes)."""
     if x.shape[0] == 0:
         return np.zeros((0, 2))
-    tangent = tangent_vectors(x)
-    flat = tangent @ (principal_axes(tangent) if axes is None else axes)
+    axes = projection_axes(x) if axes is None else axes
+    norms = np.linalg.norm(x, axis=1)
+    # The log map only rescales each row, so it commutes with the projection: (n, 2), not (n, dim).
+    flat = _log_scale(norms)[:, None] * (x @ axes)
     fn = np.linalg.norm(flat, axis=1)
     direction = np.divide(flat, fn[:, None], out=np.zeros_like(flat), where=fn[:, None] > 0)
     direction[fn == 0] = (1.0, 0.0)
-    return direction * np.linalg.norm(x, axis=1)[:, None]
+    return direction * norms[:, None]
+
+
+def depths(xy: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Hyperbolic distance from the origin of each disk point (the projection keeps it)."""
+    return 2 * np.arctanh(np.minimum(np.linalg.norm(xy, axis=1), 1 - 1e-12))
+
+
+def depth_spread(depth: NDArray[np.float64]) -> float:
+    """5th to 95th percentile of the depths: a few empty texts at the origin do not count."""
+    if depth.size == 0:
+        return 0.0
+    lo, hi = np.percentile(depth, [5, 95])
+    return float(hi - lo)
+
+
+def choose_layout(depth: NDArray[np.float64]) -> str:
+    """The default layout: the Poincaré projection ("depth") unless all points lie on one ring ("time")."""
+    return "time" if depth.size > 1 and depth_spread(depth) < RING_SPREAD else "depth"
+
+
+def time_coordinates(xy: NDArray[np.float64], t_us: NDArray[np.int64]) -> NDArray[np.float64]:
+    """(n, 2): the direction of ``xy`` (of the projection) at a radius linear in time, from
+    TIME_RADII[0] (the oldest) to TIME_RADII[1] (the newest); one time puts all in the middle."""
+    if xy.shape[0] == 0:
+        return np.zeros((0, 2))
+    return _directions(xy) * time_radius(t_us, int(t_us.min()), int(t_us.max()))[:, None]
+
+
+def time_radius(t_us: NDArray[np.int64], t_min: int, t_max: int) -> NDArray[np.float64]:
+    """Radius of times in the time layout; the page draws the slider's ring with the same rule."""
+    r0, r1 = TIME_RADII
+    if t_max <= t_min:
+        return np.full(np.shape(t_us), (r0 + r1) / 2)
+    return r0 + (r1 - r0) * (np.asarray(t_us, dtype=np.float64) - t_min) / (t_max - t_min)
+
+
+def _directions(xy: NDArray[np.float64]) -> NDArray[np.float64]:
+    norms = np.linalg.norm(xy, axis=1)
+    out = np.divide(xy, norms[:, None], out=np.zeros_like(xy), where=norms[:, None] > 0)
+    out[norms == 0] = (1.0, 0.0)  # an empty text sits at the origin: any direction is as true
+    return out
 
 
 class StoreView:
@@ -83,6 +154,7 @@ class StoreView:
         self._version: tuple[int, int] = (-1, -1)
         self._axes: NDArray[np.float64] | None = None
         self._axes_n = 0
+        self.generation = 0
         self.refresh()
 
     @property
@@ -130,7 +202,7 @@ class StoreView:
         # points do not jump around between refreshes.
         n = vecs.shape[0]
         if self._axes is None or not 0.9 * self._axes_n <= n <= 1.1 * self._axes_n:
-            self._axes = principal_axes(tangent_vectors(vecs)) if n else None
+            self._axes = projection_axes(vecs) if n else None
             self._axes_n = n
         self.xy = disk_coordinates(vecs, self._axes)
         self._refreshed = time.monotonic()
@@ -140,11 +212,18 @@ class StoreView:
         access = table.column("access_count").to_numpy(zero_copy_only=False)
         self.access = np.asarray(access, dtype=np.float64)
         self.fields = [n for n in table.column_names if n not in _BUILTIN and not n.startswith("_")]
+        depth = depths(self.xy)
+        self.depth_spread = depth_spread(depth)
+        self.layout = choose_layout(depth)
+        self._coords = {"depth": self.xy, "time": time_coordinates(self.xy, self.t_us)}
+        # Sent with every answer: the page's parallel requests (positions, weights, ids) belong
+        # together only when they carry the same generation.
+        self.generation += 1
 
     def _vectors(self, keys: list[int]) -> NDArray[np.float64]:
         if not keys:
             return np.zeros((0, 2))
-        return np.stack([self.index.reconstruct(k) for k in keys]).astype(np.float64)
+        return np.asarray(self.index.reconstruct_batch(np.asarray(keys, dtype=np.int64)), dtype=np.float64)
 
     def _index_table(self) -> pa.Table:
         cols = self.index.columns
@@ -164,6 +243,10 @@ class StoreView:
             "t_max": _iso(int(self.t_us.max())) if n else None,
             "decay": repr(self.decay),
             "projection": PROJECTION,
+            "layout": self.layout,
+            "layouts": LAYOUTS,
+            "depth_spread": float(f"{self.depth_spread:.3g}"),
+            "time_radii": TIME_RADII,
             "fields": {f: self.field_values(f) for f in self.fields},
             "searchable": "text" if self.memory is not None else "point id",
             "touch": self.touch,
@@ -174,14 +257,31 @@ class StoreView:
         values = [v for v in values if v is not None and isinstance(v, (str, bool, int))]
         return sorted(values, key=str)[:limit]
 
-    def points(self, field: str | None = None, value: Any = None) -> dict[str, Any]:
+    def coordinates(self, layout: str = "depth") -> NDArray[np.float64]:
+        """(n, 2) disk positions in a layout: "depth" (the projection) or "time" (TIME_LAYOUT)."""
+        if layout not in self._coords:
+            raise ValueError(f"unknown layout {layout!r} (one of {', '.join(LAYOUTS)})")
+        return self._coords[layout]
+
+    def points(self, field: str | None = None, value: Any = None, layout: str = "depth") -> dict[str, Any]:
+        xy = self.coordinates(layout)
         keep = self.mask(field, value)
         idx = np.arange(len(self.ids)) if keep is None else np.flatnonzero(keep)
         return {
             "ids": [self.ids[i] for i in idx],
-            "x": np.round(self.xy[idx, 0], 5).tolist(),
-            "y": np.round(self.xy[idx, 1], 5).tolist(),
+            "x": np.round(xy[idx, 0], 5).tolist(),
+            "y": np.round(xy[idx, 1], 5).tolist(),
         }
+
+    # The page's bulk arrays go as little-endian float32: 8 bytes a point instead of ~30 of JSON,
+    # read by the page straight into a Float32Array (no parse), and -inf needs no stand-in.
+    def positions_f32(self, layout: str = "depth") -> bytes:
+        """x0, y0, x1, y1, ... of every point, in the order of ``ids``."""
+        return np.ascontiguousarray(self.coordinates(layout), dtype="<f4").tobytes()
+
+    def weights_f32(self, at: datetime | None) -> bytes:
+        """The log time weights at ``at``, in the order of ``ids``."""
+        return np.ascontiguousarray(self.log_weights(at), dtype="<f4").tobytes()
 
     def log_weights(self, at: datetime | None) -> NDArray[np.float64]:
         n = len(self.ids)
@@ -255,7 +355,7 @@ class StoreView:
             for k, v in row.items()
         }
         out.pop("_key", None)
-        out["depth"] = round(float(2 * np.arctanh(min(np.linalg.norm(self.xy[i]), 1 - 1e-12))), 6)
+        out["depth"] = round(float(depths(self.xy[i : i + 1])[0]), 6)
         return out
 
 

@@ -3,11 +3,18 @@ the package (no CDN, no network), JSON endpoints answered by a StoreView.
 
     GET /                       the page
     GET /static/<file>          app.js, style.css
-    GET /api/meta               counts, time range, decay, projection, filterable fields
-    GET /api/points?field=&value=   ids and disk coordinates (of the points matching a filter)
+    GET /api/meta               counts, time range, decay, layouts (and the default), filterable fields
+    GET /api/points?field=&value=&layout=   ids and disk coordinates (of the points matching a
+                                filter) in a layout: "depth" (the projection, default) or "time"
+    GET /api/points?format=f32&layout=      every point's x, y as little-endian float32 (binary)
+    GET /api/ids                the ids of every point, in the order of the binary arrays
     GET /api/weights?at=ISO     log time weights of every point at that time (the policy in numpy)
+    GET /api/weights?at=ISO&format=f32      the same as little-endian float32 (-inf included)
     GET /api/search?q=&at=&k=&field=&value=     ranked results with the score breakdown
     GET /api/point?id=          one point's fields
+
+Every /api/ answer carries ``X-Generation``: the view's refresh count when it was computed, so
+the page can tell arrays of one state of the store from arrays of the next.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from datetime import datetime, timezone
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any
@@ -42,11 +49,12 @@ LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
 
 def parse_time(text: str | None) -> datetime | None:
-    """An ISO-8601 time from the page (naive = UTC); None or empty = now."""
+    """An ISO-8601 time from the page (the page sends UTC with "Z"; without an offset it is the
+    local time of the server, the one rule for naive times, see poincare_index._time); None or
+    empty = now."""
     if not text:
         return None
-    value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def _finite(obj: Any) -> Any:
@@ -84,18 +92,18 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         return
 
-    def _send(self, status: int, body: bytes, ctype: str) -> None:
+    def _send(self, status: int, body: bytes, ctype: str, extra: dict[str, str] | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
-        for name, value in SECURITY_HEADERS.items():
+        for name, value in {**SECURITY_HEADERS, **(extra or {})}.items():
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
 
-    def _json(self, status: int, obj: Any) -> None:
+    def _json(self, status: int, obj: Any, extra: dict[str, str] | None = None) -> None:
         body = json.dumps(_finite(obj), allow_nan=False, default=str).encode()
-        self._send(status, body, "application/json")
+        self._send(status, body, "application/json", extra)
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         if not host_allowed(self.headers.get("Host"), self.server.server_address[1]):
@@ -115,7 +123,11 @@ class _Handler(BaseHTTPRequestHandler):
                 with self.lock:
                     self.view.sync()
                     status, body = self._api(url.path, q)
-                self._json(status, body)
+                    extra = {"X-Generation": str(self.view.generation)}
+                if isinstance(body, bytes):
+                    self._send(status, body, "application/octet-stream", extra)
+                else:
+                    self._json(status, body, extra)
             else:
                 self._json(404, {"error": f"no such page: {url.path}"})
         except KeyError as exc:
@@ -126,10 +138,20 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(500, {"error": f"{type(exc).__name__}: {exc}"})
 
     def _api(self, path: str, q: dict[str, str]) -> tuple[int, Any]:
+        fmt = q.get("format", "json")
+        if fmt not in ("json", "f32"):
+            raise ValueError(f"unknown format {fmt!r} (json or f32)")
+        binary = fmt == "f32"
         if path == "/api/meta":
             return 200, self.view.meta()
+        if path == "/api/points" and binary:
+            return 200, self.view.positions_f32(q.get("layout", "depth"))
         if path == "/api/points":
-            return 200, self.view.points(q.get("field"), q.get("value"))
+            return 200, self.view.points(q.get("field"), q.get("value"), q.get("layout", "depth"))
+        if path == "/api/ids":
+            return 200, {"ids": self.view.ids}
+        if path == "/api/weights" and binary:
+            return 200, self.view.weights_f32(parse_time(q.get("at")))
         if path == "/api/weights":
             return 200, self.view.weights(parse_time(q.get("at")))
         if path == "/api/search":
