@@ -252,3 +252,29 @@ def test_a_held_ctrl_c_is_raised_when_the_block_ends():
             steps.append("after the signal")  # the block runs to its end
     assert steps == ["after the signal"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_roll_back_cut_off_itself_is_finished_by_the_next_write(tmp_path, fault, monkeypatch):
+    m = _memory(tmp_path / "s")
+    m.add("kept", id="k")
+    fault("memory.add:log", 0, KeyboardInterrupt)
+    calls = []
+    real_remove = type(m._keyword).remove
+
+    def remove_fails_once(self, rows):
+        calls.append(rows)
+        if len(calls) == 1:
+            raise MemoryError("during the roll-back")
+        return real_remove(self, rows)
+
+    monkeypatch.setattr(type(m._keyword), "remove", remove_fails_once)
+    with pytest.raises(MemoryError):
+        m.add_many(["a", "b"], ["a", "b"])
+    _interrupts.set_fault_hook(None)
+    assert m._pending_rollback is not None
+    m.add("next", id="n")  # settles the roll-back first
+    assert m._pending_rollback is None
+    assert _contents(m) == {"k": "kept", "n": "next"} and len(m) == 2
+    m.index._check_consistent()
+    reader = Memory(embedder=HashingEmbedder(dim=16), path=tmp_path / "s", read_only=True)
+    assert _contents(reader) == {"k": "kept", "n": "next"}

@@ -39,6 +39,7 @@ class MemoryJournal:
     _row_of: dict[str, int]
     _config: Any
     _unlogged_voids: list[int]
+    _pending_rollback: tuple[int, list[str]] | None
     _lock: Any
     _snapshot: str | None
     _snapshot_read: str | None
@@ -56,6 +57,7 @@ class MemoryJournal:
         The new log exists before anything older is removed, so a failure at any step leaves
         every acknowledged change either in the snapshot CURRENT names or in a log after it."""
         assert self._ns is not None
+        self._settle_rollback()
         self._write_snapshot_and_rotate(self._index, self._mids, self._texts)
 
     def _write_snapshot_and_rotate(
@@ -144,9 +146,18 @@ class MemoryJournal:
         except BaseException:
             if self._seq == seq:
                 with deferred_interrupts():
-                    self._roll_back_add(first, batch.ids)
+                    self._pending_rollback = (first, list(batch.ids))
+                    self._settle_rollback()
             raise
         return rows
+
+    def _settle_rollback(self) -> None:
+        """Finishes the roll-back of an add (see _add_logged) if one is pending: a roll-back cut
+        off by another exception is finished by the next write or checkpoint (writer lock held)."""
+        pending = self._pending_rollback
+        if pending is not None:
+            self._roll_back_add(*pending)
+            self._pending_rollback = None
 
     def _log_then_apply(self, header: dict[str, Any], apply: Callable[[], None]) -> None:
         """Logs an operation, then applies it in memory, with no Ctrl-C between the two (the

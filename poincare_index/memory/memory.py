@@ -148,6 +148,7 @@ class Memory(MemoryViews, MemoryJournal, MemoryState):
         self._seq = 0  # operations acknowledged (logged, with a path)
         self._since_checkpoint = 0
         self._unlogged_voids: list[int] = []  # rows of rolled-back adds the log has yet to name
+        self._pending_rollback: tuple[int, list[str]] | None = None  # see _settle_rollback
         self._keyword = KeywordIndex()  # built on the first keyword or hybrid search
         self._version = 0  # bumped by every structural change
         self._touches = 0  # bumped by every access counted
@@ -624,6 +625,7 @@ class Memory(MemoryViews, MemoryJournal, MemoryState):
             raise PermissionError("this Memory was opened read_only=True")
         self._check_open()
         with self._lock.writing():
+            self._settle_rollback()
             yield
             self._maybe_compact()
             self._maybe_checkpoint()
