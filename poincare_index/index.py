@@ -341,8 +341,7 @@ class _IndexBase(FaissSurface):
                 raise InconsistentStateError(f"the columns hold {rows} rows but the index has {slots} slots")
             ids = self._columns.table().column("id").to_numpy()
             core_ids = np.asarray(self._core.slot_ids(), dtype=np.int64)
-            live = np.asarray(self._core.live_slots(), dtype=bool)
-            bad = np.flatnonzero((ids != core_ids) & live)
+            bad = np.flatnonzero(ids != core_ids)  # removed points' slots keep their ids too
             if bad.shape[0]:
                 r = int(bad[0])
                 raise InconsistentStateError(
