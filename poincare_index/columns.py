@@ -322,6 +322,33 @@ class ColumnStore:
         self._rows = _Rows(self._n, metadata)
         self._buckets = None
 
+    def void_rows(self, start: int, meta_before: pa.Table | None) -> None:
+        """Rows ``start`` .. len hold points that were rolled back (removed from the core): they
+        are set to what adding a point with no time or metadata gives (t = 0, open window, access
+        0), and the metadata goes back to ``meta_before`` (its first ``start`` rows, before those
+        points came) with null rows, so columns the rolled-back rows brought go with them."""
+        n = self._n
+        if start >= n:
+            return
+        at = np.arange(start, n, dtype=np.int64)
+        m = at.shape[0]
+        self._write_rows(
+            at,
+            (
+                self._ids.take(at),
+                np.zeros(m, dtype=np.int64),
+                np.full(m, _time.OPEN_START, dtype=np.int64),
+                np.full(m, _time.OPEN_END, dtype=np.int64),
+            ),
+        )
+        self.set_access(at, np.zeros(m, dtype=np.uint32))
+        meta = None
+        if meta_before is not None:
+            kept = meta_before.slice(0, start)
+            meta = pa.concat_tables([kept, _null_table(kept.schema, m)]).combine_chunks()
+        self._rows = _Rows(n, meta)
+        self._buckets = None
+
     def undo_token(self, slots: NDArray[np.uint32]) -> tuple[Any, ...]:
         """What :meth:`undo` needs to put the columns back as they are now, after a
         :meth:`place` at ``slots`` that completed, failed or was interrupted anywhere (changes

@@ -271,9 +271,9 @@ def test_a_roll_back_cut_off_itself_is_finished_by_the_next_write(tmp_path, faul
     with pytest.raises(MemoryError):
         m.add_many(["a", "b"], ["a", "b"])
     _interrupts.set_fault_hook(None)
-    assert m._pending_rollback is not None
+    assert m._pending is not None
     m.add("next", id="n")  # settles the roll-back first
-    assert m._pending_rollback is None
+    assert m._pending is None
     assert _contents(m) == {"k": "kept", "n": "next"} and len(m) == 2
     m.index._check_consistent()
     reader = Memory(embedder=HashingEmbedder(dim=16), path=tmp_path / "s", read_only=True)

@@ -21,6 +21,8 @@ from .usage import save_usage
 
 __all__ = ["MemoryJournal"]
 
+_KEEP = object()  # _log_locked: leave what is pending as it is
+
 
 class MemoryJournal:
     """Mixed into Memory; uses its _ns, _writer, _seq, _since_checkpoint and the _apply_* methods."""
@@ -39,7 +41,7 @@ class MemoryJournal:
     _row_of: dict[str, int]
     _config: Any
     _unlogged_voids: list[int]
-    _pending_rollback: tuple[int, list[str]] | None
+    _pending: Callable[[], None] | None
     _lock: Any
     _snapshot: str | None
     _snapshot_read: str | None
@@ -57,7 +59,6 @@ class MemoryJournal:
         The new log exists before anything older is removed, so a failure at any step leaves
         every acknowledged change either in the snapshot CURRENT names or in a log after it."""
         assert self._ns is not None
-        self._settle_rollback()
         self._write_snapshot_and_rotate(self._index, self._mids, self._texts)
 
     def _write_snapshot_and_rotate(
@@ -67,10 +68,11 @@ class MemoryJournal:
         logs before it are then of no use to a reader, else the previous snapshot's are kept."""
         assert self._ns is not None
         epoch = self._epoch + 1 if renumbered else self._epoch
-        snapshot = self._ns.write_snapshot(self._seq, index, mids, texts, epoch)
-        self._unlogged_voids = []  # the snapshot holds them
-        previous_seq = self._seq if renumbered else self._snapshot_seq
-        self._epoch, self._snapshot_seq = epoch, self._seq
+        with deferred_interrupts():  # CURRENT switched and the state that says so: both or neither
+            snapshot = self._ns.write_snapshot(self._seq, index, mids, texts, epoch)
+            self._unlogged_voids = []  # the snapshot holds them
+            previous_seq = self._seq if renumbered else self._snapshot_seq
+            self._epoch, self._snapshot_seq = epoch, self._seq
         save_usage(self._ns.dir, self._usage)
         writer = LogWriter(self._ns.log_path(self._seq + 1), fsync=self._fsync)
         old, self._writer = self._writer, writer
@@ -84,6 +86,7 @@ class MemoryJournal:
         (the changes are in the log); it is reported as a warning and retried on the next write."""
         if self._ns is None or self._since_checkpoint < self._checkpoint_every:
             return
+        self._settle_pending()
         with self._log_lock:
             try:
                 self._checkpoint_locked()
@@ -95,21 +98,26 @@ class MemoryJournal:
                     stacklevel=3,
                 )
 
-    def _log(self, header: dict[str, Any], vecs: Any = None) -> None:
+    def _log(self, header: dict[str, Any], vecs: Any = None, then: Any = _KEEP) -> None:
         with self._log_lock:
-            self._log_locked(header, vecs)
+            self._log_locked(header, vecs, then)
 
-    def _log_locked(self, header: dict[str, Any], vecs: Any = None) -> None:
-        """Acknowledges one operation: ``_seq`` counts it once it is in the log (a Memory without
-        a path counts it all the same). Rows voided since the last record are logged first."""
+    def _log_locked(self, header: dict[str, Any], vecs: Any = None, then: Any = _KEEP) -> None:
+        """Acknowledges one operation: ``_seq`` counts it once its record is in the log (a Memory
+        without a path counts it all the same), and in the same step what is pending becomes
+        ``then`` (what is left to apply of it, or None; a touch leaves it alone): so whether an
+        operation was logged is read from the state (``_pending``), never from where an exception
+        landed. Rows voided since the last record are logged first."""
         with deferred_interrupts():
-            if self._ns is None:
+            if self._ns is not None:
+                if self._unlogged_voids:
+                    self._append_record({"op": "void", "rows": self._unlogged_voids})
+                    self._unlogged_voids = []
+                self._append_record(header, vecs)
+            else:
                 self._seq += 1
-                return
-            if self._unlogged_voids:
-                self._append_record({"op": "void", "rows": self._unlogged_voids})
-                self._unlogged_voids = []
-            self._append_record(header, vecs)
+            if then is not _KEEP:
+                self._pending = then
 
     def _append_record(self, header: dict[str, Any], vecs: Any = None) -> None:
         assert self._writer is not None
@@ -131,40 +139,54 @@ class MemoryJournal:
         *,
         access: list[int] | None = None,
         progress: bool = False,
+        then: Callable[[], None] | None = None,
+        undo: Callable[[], None] | None = None,
     ) -> list[int]:
         """Applies an add and logs ``record(rows)``; all of it or none of it. The add is
-        acknowledged once its record is logged (``_seq`` moved): an exception before that, at any
-        step (a Ctrl-C between the index's chunks, a failing log write, MemoryError), rolls the
-        add back (:meth:`_roll_back_add`); one after it leaves the add whole."""
-        first, seq = len(self._mids), self._seq
+        acknowledged once its record is logged: an exception before that, at any step (a Ctrl-C
+        between the index's chunks, a failing log write, MemoryError), rolls the add back
+        (:meth:`_roll_back_add`, then ``undo``); after it, ``then`` (the rest of the operation,
+        idempotent) is applied whatever happens."""
+        first, ids = len(self._mids), list(batch.ids)
+        meta_before = self._index._columns.metadata
+
+        def roll_back() -> None:
+            self._roll_back_add(first, ids, meta_before)
+            if undo is not None:
+                undo()
+
+        with deferred_interrupts():
+            self._pending = roll_back  # until the record is logged (_log_locked)
         try:
             fault_point("memory.add:apply")
             rows = self._apply_add(batch, vecs, access=access, progress=progress)
             fault_point("memory.add:log")
-            self._log(record(rows), vecs)
+            self._log(record(rows), vecs, then)
             fault_point("memory.add:logged")
+            self._settle_pending()  # `then`
         except BaseException:
-            if self._seq == seq:
-                with deferred_interrupts():
-                    self._pending_rollback = (first, list(batch.ids))
-                    self._settle_rollback()
+            self._settle_pending()  # the roll-back, or `then` once logged
             raise
         return rows
 
-    def _settle_rollback(self) -> None:
-        """Finishes the roll-back of an add (see _add_logged) if one is pending: a roll-back cut
-        off by another exception is finished by the next write or checkpoint (writer lock held)."""
-        pending = self._pending_rollback
-        if pending is not None:
-            self._roll_back_add(*pending)
-            self._pending_rollback = None
+    def _settle_pending(self) -> None:
+        """Finishes the operation in flight, if one was cut off: rolls back an add that was not
+        logged, or applies what is left of one that was. Each is idempotent, so one cut off
+        itself is finished by the next write, checkpoint or read (writer lock held)."""
+        with deferred_interrupts():
+            pending = self._pending
+            if pending is not None:
+                pending()
+                self._pending = None
 
     def _log_then_apply(self, header: dict[str, Any], apply: Callable[[], None]) -> None:
-        """Logs an operation, then applies it in memory, with no Ctrl-C between the two (the
-        log is the authority: an operation logged and not applied would differ on reopening)."""
-        with deferred_interrupts():
-            self._log(header)
-            apply()
+        """Logs an operation, then applies it in memory (idempotent ``apply``); once logged, it
+        is applied even if this call is cut off (the log is the authority: an operation logged
+        and not applied would differ on reopening)."""
+        try:
+            self._log(header, then=apply)
+        finally:
+            self._settle_pending()
 
     def _recover(self, ef_search: int) -> None:
         """Loads the snapshot CURRENT names and replays the logs after it. A reader pins the
@@ -195,7 +217,16 @@ class MemoryJournal:
         record still being written is taken at the next call). A writer that checkpoints
         faster than a snapshot can be read leaves the reader on its last state until a read
         completes (no error). A writer's Memory is always current: refresh() returns False."""
-        if self._closed or not self._read_only or self._ns is None:
+        if self._closed:
+            return False
+        if not self._read_only:
+            # A writer's read first finishes an operation that was cut off (a roll-back cut off
+            # itself), so no read shows, or a touch logs, rows of an add that was not logged.
+            if self._pending is not None and not getattr(self._lock._local, "depth", 0):
+                with self._lock.writing():
+                    self._settle_pending()
+            return False
+        if self._ns is None:
             return False
         if getattr(self._lock._local, "depth", 0):
             return False  # inside this Memory's own read (a filter callable): keep its state

@@ -15,7 +15,6 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _time
-from .._interrupts import deferred_interrupts
 from .._validation import as_positive_int, as_unit_interval
 from ..columns import _ReadWriteLock
 from ..decay import DecayPolicy
@@ -148,7 +147,7 @@ class Memory(MemoryViews, MemoryJournal, MemoryState):
         self._seq = 0  # operations acknowledged (logged, with a path)
         self._since_checkpoint = 0
         self._unlogged_voids: list[int] = []  # rows of rolled-back adds the log has yet to name
-        self._pending_rollback: tuple[int, list[str]] | None = None  # see _settle_rollback
+        self._pending: Callable[[], None] | None = None  # the cut-off operation's end (_settle_pending)
         self._keyword = KeywordIndex()  # built on the first keyword or hybrid search
         self._version = 0  # bumped by every structural change
         self._touches = 0  # bumped by every access counted
@@ -311,20 +310,17 @@ class Memory(MemoryViews, MemoryJournal, MemoryState):
                 vecs = np.asarray(vector, dtype=np.float64).reshape(1, -1)
             else:
                 vecs = embed_checked(self._config.embedder, [new_text])
-            # The new row is added and logged (row_of[id] -> new row), then the old one goes,
-            # with no Ctrl-C between the two; a failed add gives the id its old row back.
-            with deferred_interrupts():
-                try:
-                    self._add_logged(
-                        batch, vecs,
-                        lambda rows: {"op": "update", "old": row, "rows": rows,
-                                      "access": [old.access_count], **batch_json(batch)},
-                        access=[old.access_count],
-                    )  # fmt: skip
-                except BaseException:
-                    self._row_of[id] = row
-                    raise
-                self._apply_delete([row], forget_id=False)
+            # The new row is added and logged (row_of[id] -> new row), then the old one goes
+            # (`then`, applied once logged whatever happens); an add rolled back gives the id its
+            # old row back (`undo`).
+            self._add_logged(
+                batch, vecs,
+                lambda rows: {"op": "update", "old": row, "rows": rows,
+                              "access": [old.access_count], **batch_json(batch)},
+                access=[old.access_count],
+                then=lambda: self._apply_delete([row], forget_id=False),
+                undo=lambda: self._row_of.__setitem__(id, row),
+            )  # fmt: skip
 
     def invalidate(self, id: str, at: Any = None) -> None:
         """Close a fact's validity window: valid_until = ``at`` (default now)."""
@@ -546,8 +542,10 @@ class Memory(MemoryViews, MemoryJournal, MemoryState):
         self._check_open()
         if self._ns is None or self._read_only:
             return
-        with self._lock.writing(), self._log_lock:
-            self._checkpoint_locked()
+        with self._lock.writing():
+            self._settle_pending()  # before the log lock: a roll-back takes it
+            with self._log_lock:
+                self._checkpoint_locked()
 
     def close(self) -> None:
         """Checkpoint (when anything changed), close the log and release the writer lock."""
@@ -625,7 +623,7 @@ class Memory(MemoryViews, MemoryJournal, MemoryState):
             raise PermissionError("this Memory was opened read_only=True")
         self._check_open()
         with self._lock.writing():
-            self._settle_rollback()
+            self._settle_pending()
             yield
             self._maybe_compact()
             self._maybe_checkpoint()

@@ -38,6 +38,8 @@ class MemoryState:
     _compact_min_rows: int
     _progress: bool
     _unlogged_voids: list[int]
+    _retaining: bool
+    _epoch: int
 
     def _apply_add(
         self, batch: Batch, vecs: Any, access: Sequence[int] | None = None, progress: bool = False
@@ -60,21 +62,24 @@ class MemoryState:
         self._version += 1
         return rows
 
-    def _roll_back_add(self, first: int, ids: Sequence[str]) -> None:
+    def _roll_back_add(self, first: int, ids: Sequence[str], meta_before: pa.Table | None) -> None:
         """Undoes an add that was not acknowledged, from what the state shows, wherever it
         stopped: the rows the index took for it (``first`` up to its slots: whole chunks) become
         deleted rows, as if added and deleted (a row's number is its slot: the index cannot give
-        slots back). They are logged as void before the next record (``_unlogged_voids``), so a
-        reopened store numbers its rows as this one does. Idempotent."""
+        slots back), holding what a replay of their ``void`` record builds (time 0, no metadata:
+        ``meta_before``, the metadata before the add, with null rows). They are logged as void
+        before the next record (``_unlogged_voids``), so a reopened store numbers its rows as
+        this one does. The ids go first, so no read sees them meanwhile. Idempotent."""
         end = int(self._index._core.slots)
         rows = list(range(first, end))
-        if rows:
-            self._index.remove_ids(np.asarray(rows, dtype=np.int64))
-        self._mids[first:] = [None] * len(rows)
-        self._texts[first:] = [None] * len(rows)
         for mid in ids:
             if self._row_of.get(mid, -1) >= first:
                 del self._row_of[mid]
+        self._mids[first:] = [None] * len(rows)
+        self._texts[first:] = [None] * len(rows)
+        if rows:
+            self._index.remove_ids(np.asarray(rows, dtype=np.int64))
+            self._index._columns.void_rows(first, meta_before)
         self._keyword.remove(rows)
         if self._ns is not None:
             with self._log_lock:  # a search's touch may be logging (and flushing voids)
@@ -141,24 +146,38 @@ class MemoryState:
         rows = len(self._mids)
         if rows < self._compact_min_rows or len(self._row_of) * 2 >= rows:  # O(1) per write
             return
+        if self._retaining:  # a retention run names rows between its deletes: not renumbered
+            return
         live = [r for r, m in enumerate(self._mids) if m is not None]
         index, mids, texts = self._compacted(live)
         if self._ns is not None:
             with self._log_lock:
+                epoch = self._epoch
                 try:
                     self._write_snapshot_and_rotate(index, mids, texts, renumbered=True)
-                except Exception as exc:
+                except BaseException as exc:
+                    # Decided by the state: once CURRENT names the compacted snapshot (the epoch
+                    # moved), the log follows its rows and so must this Memory.
+                    switched = self._epoch != epoch
+                    if switched:
+                        self._adopt_compacted(index, mids, texts)
+                    if not isinstance(exc, Exception):
+                        raise
+                    what = "compacted, but cleaning up after it failed" if switched else "compaction skipped"
                     warnings.warn(
-                        f"memory store {self._ns.dir}: compaction skipped, its snapshot failed ({exc})",
-                        RuntimeWarning,
-                        stacklevel=3,
+                        f"memory store {self._ns.dir}: {what} ({exc})", RuntimeWarning, stacklevel=3
                     )
                     return
-        self._index, self._mids, self._texts = index, mids, texts
-        self._row_of = {m: r for r, m in enumerate(mids) if m is not None}
-        self._keyword.close()
-        self._keyword = KeywordIndex()  # rows renumbered: rebuilt on the next keyword search
-        self._version += 1
+        self._adopt_compacted(index, mids, texts)
+
+    def _adopt_compacted(self, index: PoincareIndex, mids: list[str | None], texts: list[str | None]) -> None:
+        """Switches to the compacted rows, every part at once."""
+        with deferred_interrupts():
+            self._index, self._mids, self._texts = index, mids, texts
+            self._row_of = {m: r for r, m in enumerate(mids) if m is not None}
+            self._keyword.close()
+            self._keyword = KeywordIndex()  # rows renumbered: rebuilt on the next keyword search
+            self._version += 1
 
     def _compacted(self, live: list[int]) -> tuple[PoincareIndex, list[str | None], list[str | None]]:
         cols = self._index._columns

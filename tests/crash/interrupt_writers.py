@@ -141,9 +141,11 @@ class Writer:
         self.pending = {"op": "add", "ids": ids}
         self._note({"adding": ids[0], "n": n})
         m.add_many([f"note {i} of batch {self.op_no}" for i in range(n)], ids)
+        # Noted before `pending` clears: a Ctrl-C between the two leaves the op pending, and
+        # the check then notes how it resolved (noted after, the journal could miss it).
+        self._note({"added": ids[0], "n": n})
         self.acked |= set(ids)
         self.pending = None
-        self._note({"added": ids[0], "n": n})
         if self.op_no % 3 == 0 or len(self.acked) > 20_000:  # the store stays this size
             size = 2_000 if len(self.acked) > 20_000 else 50
             gone = sorted(self.rng.choice(sorted(self.acked), size=size, replace=False).tolist())
@@ -151,9 +153,9 @@ class Writer:
             self._note({"deleting": gone})
             doomed = set(gone)
             m.delete(filters=lambda r: r.id in doomed)
+            self._note({"deleted": len(gone)})
             self.acked -= doomed
             self.pending = None
-            self._note({"deleted": len(gone)})
         if self.kind == "checkpoint":
             m.checkpoint()
 
