@@ -242,3 +242,30 @@ def test_automatic_ids_past_the_largest_int64_say_the_id_space_is_exhausted():
 def test_every_m_outside_its_range_gets_the_same_message(M):
     with pytest.raises(ValueError, match=r"M must be in \[2, 256\], got"):
         pi.PoincareIndex(4, M=M)
+
+
+@pytest.mark.parametrize("cls", [pi.PoincareIndex, pi.PoincareFlatIndex])
+def test_the_direct_call_for_float32_queries_agrees_with_the_checked_path(cls):
+    """A C-contiguous float32 (n, dim) query goes to the core without Python's copies and
+    checks; every other input takes the checked path; both answer alike, and bad input still
+    gets the checked path's errors."""
+    rng = np.random.default_rng(3)
+    x = pi.expmap0(rng.normal(size=(300, 8)) * 0.3).astype(np.float32)
+    index = cls(8, num_threads=1)
+    index.add(x)
+    q = x[:4].copy()
+    D, I = index.search(q, 5)
+    D2, I2 = index.search(q.astype(np.float64).tolist(), 5)
+    np.testing.assert_array_equal(I, I2)
+    np.testing.assert_array_equal(D, D2)
+    with pytest.raises(ValueError, match="dimension 4, the index has dimension 8"):
+        index.search(np.zeros((1, 4), np.float32), 5)
+    for k in (0, -1):
+        with pytest.raises(ValueError, match="k must be >= 1"):
+            index.search(q, k)
+    with pytest.raises(TypeError):
+        index.search(q, True)
+    with pytest.raises(ValueError, match="NaN|finite"):
+        index.search(np.full((1, 8), np.nan, np.float32), 5)
+    with pytest.raises(ValueError, match="results"):
+        index.search(q, 2**27)
