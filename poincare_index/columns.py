@@ -51,29 +51,34 @@ class _ReadWriteLock:
         self._readers_waiting = 0
         self._local = threading.local()
 
+    # Both context managers take the lock inside their try: a KeyboardInterrupt that Python
+    # raises right after the lock is taken (at the condition's exit, a call) still releases it.
     @contextmanager
     def reading(self) -> Iterator[None]:
         me = threading.get_ident()
         depth = getattr(self._local, "depth", 0)
-        with self._cond:
-            if depth == 0 and self._writer != me:
-                self._readers_waiting += 1
-                try:
-                    while self._writer is not None or self._writers_waiting:
-                        self._cond.wait()
-                finally:
-                    self._readers_waiting -= 1
-                    self._cond.notify_all()  # a writer in let_readers_in() waits for this
-            self._readers += 1
-        self._local.depth = depth + 1
+        held = False
         try:
+            with self._cond:
+                if depth == 0 and self._writer != me:
+                    self._readers_waiting += 1
+                    try:
+                        while self._writer is not None or self._writers_waiting:
+                            self._cond.wait()
+                    finally:
+                        self._readers_waiting -= 1
+                        self._cond.notify_all()  # a writer in let_readers_in() waits for this
+                self._readers += 1
+                held = True
+            self._local.depth = depth + 1
             yield
         finally:
             self._local.depth = depth
-            with self._cond:
-                self._readers -= 1
-                if self._readers == 0:
-                    self._cond.notify_all()
+            if held:
+                with self._cond:
+                    self._readers -= 1
+                    if self._readers == 0:
+                        self._cond.notify_all()
 
     @contextmanager
     def writing(self) -> Iterator[None]:
@@ -82,20 +87,23 @@ class _ReadWriteLock:
                 "a write was started while this thread is reading (e.g. a filter callable that "
                 "adds or deletes during a search); do it after the read returns"
             )
-        with self._cond:
-            self._writers_waiting += 1
-            try:
-                while self._writer is not None or self._readers:
-                    self._cond.wait()
-            finally:
-                self._writers_waiting -= 1
-            self._writer = threading.get_ident()
+        held = False
         try:
+            with self._cond:
+                self._writers_waiting += 1
+                try:
+                    while self._writer is not None or self._readers:
+                        self._cond.wait()
+                finally:
+                    self._writers_waiting -= 1
+                self._writer = threading.get_ident()
+                held = True
             yield
         finally:
-            with self._cond:
-                self._writer = None
-                self._cond.notify_all()
+            if held:
+                with self._cond:
+                    self._writer = None
+                    self._cond.notify_all()
 
     def let_readers_in(self, timeout: float = 0.05) -> None:
         """Between two writes of one long job (a retention run's chunks): waits, up to ``timeout``

@@ -205,7 +205,9 @@ def test_a_ctrl_c_inside_a_checkpoint_lands_after_it(tmp_path, fault):
     _interrupts.set_fault_hook(None)
     assert m._unlogged_voids == [1]
     source = open(journal.__file__).read().splitlines()
-    line = 1 + next(i for i, s in enumerate(source) if "self._unlogged_voids = []  # the snapshot holds" in s)
+    line = 1 + next(
+        i for i, s in enumerate(source) if "self._unlogged_voids = none_left  # the snapshot holds" in s
+    )
     sent = []
 
     def tracer(frame, event, arg):
@@ -229,3 +231,95 @@ def test_a_ctrl_c_inside_a_checkpoint_lands_after_it(tmp_path, fault):
     assert sent and m._unlogged_voids == []
     m.add("next", id="n")
     assert _reader(tmp_path / "s") == {"k": "kept", "n": "next"}
+
+
+# ---- the second review's cases ----------------------------------------------------------------
+
+
+def test_a_reader_follows_a_checkpoint_taken_while_voids_were_pending(tmp_path, fault):
+    m = _memory(tmp_path / "s")
+    m.add("kept", id="k")
+    reader = Memory(embedder=HashingEmbedder(dim=16), path=tmp_path / "s", read_only=True)
+    assert _contents(reader) == {"k": "kept"}
+    fault("memory.add:log", OSError)
+    with pytest.raises(OSError):
+        m.add_many(["a", "b"], ["a", "b"])
+    _interrupts.set_fault_hook(None)
+    m.checkpoint()  # logs the voids first: the snapshot's sequence number names them
+    assert _contents(reader) == {"k": "kept"}  # adopted the snapshot at its sequence number
+    m.add("next", id="n")
+    assert _contents(reader) == {"k": "kept", "n": "next"}  # was: IndexFormatError on every read
+
+
+def test_a_search_that_waited_for_the_lock_never_sees_an_add_that_was_not_logged(
+    tmp_path, fault, monkeypatch
+):
+    import time
+
+
+    m = _memory(tmp_path / "s")
+    m.add("kept", id="k")
+    found = {}
+
+    def searcher():
+        found["ids"] = [r.id for r in m.search("never a", k=5)]  # touch=True logs what it returns
+
+    real_add_logged = type(m)._add_logged
+
+    def add_logged(self, *args, **kwargs):  # the writer lock is held: the search waits for it
+        found["thread"] = threading.Thread(target=searcher)
+        found["thread"].start()
+        time.sleep(0.3)
+        return real_add_logged(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(m), "_add_logged", add_logged)
+    fault("memory.add:log", OSError)
+    _fail_first_call(m, "_roll_back_add", MemoryError("roll-back cut off"))
+    with pytest.raises(MemoryError):
+        m.add_many(["never a", "never b"], ["a", "b"])
+    _interrupts.set_fault_hook(None)
+    found["thread"].join()
+    assert found["ids"] == ["k"]
+    m.add("next", id="n")
+    assert _reader(tmp_path / "s") == {"k": "kept", "n": "next"}
+
+
+def test_a_checkpoint_whose_new_log_fails_to_set_up_keeps_writing_where_readers_look(tmp_path, monkeypatch):
+    m = _memory(tmp_path / "s")
+    m.add("one", id="1")
+    m.add("two", id="2")
+    _fail_first_call(log_module, "_fsync_dir", OSError(5, "EIO on the directory's fsync"))
+    with pytest.raises(OSError):
+        m.checkpoint()
+    m.add("three", id="3")
+    assert _reader(tmp_path / "s") == {"1": "one", "2": "two", "3": "three"}  # was {'1': 'one'}
+
+
+def test_a_double_failure_in_the_index_is_settled_by_the_memorys_roll_back(tmp_path, fault, monkeypatch):
+    from poincare_index.columns import ColumnStore
+
+    m = _memory(tmp_path / "s")
+    m.add("kept", id="k")
+    real_undo, calls = ColumnStore.undo, []
+
+    def undo_fails_once(self, token):
+        calls.append(1)
+        if len(calls) == 1:
+            raise MemoryError("undo cut off")
+        return real_undo(self, token)
+
+    monkeypatch.setattr(ColumnStore, "undo", undo_fails_once)
+    fault("index.add:core", MemoryError)
+    with pytest.raises(MemoryError):
+        m.add_many(["a", "b"], ["a", "b"])
+    _interrupts.set_fault_hook(None)
+    assert m.to_arrow().num_rows == 1 and [r.id for r in m.search("kept", filters={"id": "k"})] == ["k"]
+    m.index._check_consistent()
+
+
+def test_a_readers_session_list_sees_the_writers_first_session_memory(tmp_path):
+    w = _memory(tmp_path / "s")
+    w.add("plain", id="p")
+    r = Memory(embedder=HashingEmbedder(dim=16), path=tmp_path / "s", read_only=True)
+    w.session("s1").add("in session", id="x")
+    assert [x.id for x in r.session("s1").list()] == ["x"]

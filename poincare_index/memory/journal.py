@@ -42,6 +42,7 @@ class MemoryJournal:
     _config: Any
     _unlogged_voids: list[int]
     _pending: Callable[[], None] | None
+    _unlogged_from: int | None
     _lock: Any
     _snapshot: str | None
     _snapshot_read: str | None
@@ -59,6 +60,12 @@ class MemoryJournal:
         The new log exists before anything older is removed, so a failure at any step leaves
         every acknowledged change either in the snapshot CURRENT names or in a log after it."""
         assert self._ns is not None
+        with deferred_interrupts():
+            if self._unlogged_voids:  # into the log first: a snapshot's sequence number names
+                # everything it holds (a reader at that number adopts it without loading it)
+                none_left: list[int] = []
+                self._append_record({"op": "void", "rows": self._unlogged_voids})
+                self._unlogged_voids = none_left
         self._write_snapshot_and_rotate(self._index, self._mids, self._texts)
 
     def _write_snapshot_and_rotate(
@@ -68,17 +75,25 @@ class MemoryJournal:
         logs before it are then of no use to a reader, else the previous snapshot's are kept."""
         assert self._ns is not None
         epoch = self._epoch + 1 if renumbered else self._epoch
+        previous_seq = self._seq if renumbered else self._snapshot_seq
         with deferred_interrupts():  # CURRENT switched and the state that says so: both or neither
-            snapshot = self._ns.write_snapshot(self._seq, index, mids, texts, epoch)
-            self._unlogged_voids = []  # the snapshot holds them
-            previous_seq = self._seq if renumbered else self._snapshot_seq
-            self._epoch, self._snapshot_seq = epoch, self._seq
+            try:
+                snapshot = self._ns.write_snapshot(self._seq, index, mids, texts, epoch)
+            finally:
+                # Decided by what CURRENT names, not by whether the call returned (a step after
+                # the switch, the directory's fsync, may fail): a snapshot at this sequence
+                # number and epoch holds this state.
+                if self._ns.current_state()[1:] == (self._seq, epoch):
+                    none_left: list[int] = []
+                    self._unlogged_voids = none_left  # the snapshot holds them (or compacted them away)
+                    self._epoch, self._snapshot_seq = epoch, self._seq
         save_usage(self._ns.dir, self._usage)
-        writer = LogWriter(self._ns.log_path(self._seq + 1), fsync=self._fsync)
-        old, self._writer = self._writer, writer
+        with deferred_interrupts():  # the new log exists only as the one written to
+            writer = LogWriter(self._ns.log_path(self._seq + 1), fsync=self._fsync)
+            old, self._writer = self._writer, writer
+            self._since_checkpoint = 0
         if old is not None:
             old.close()
-        self._since_checkpoint = 0
         self._ns.remove_stale(snapshot, previous_seq)
 
     def _maybe_checkpoint(self) -> None:
@@ -111,25 +126,23 @@ class MemoryJournal:
         with deferred_interrupts():
             if self._ns is not None:
                 if self._unlogged_voids:
+                    none_left: list[int] = []
                     self._append_record({"op": "void", "rows": self._unlogged_voids})
-                    self._unlogged_voids = []
+                    self._unlogged_voids = none_left
                 self._append_record(header, vecs)
             else:
-                self._seq += 1
+                self._seq = self._seq + 1
             if then is not _KEEP:
-                self._pending = then
+                self._pending, self._unlogged_from = then, None
 
     def _append_record(self, header: dict[str, Any], vecs: Any = None) -> None:
+        """Appends one record; the counters move only once it is in the log, by assignments of
+        values made before (nothing after the append can fail and leave it uncounted)."""
         assert self._writer is not None
-        self._seq += 1
-        try:
-            self._writer.append(
-                self._seq, header, None if vecs is None else np.asarray(vecs, dtype=np.float32)
-            )
-        except BaseException:
-            self._seq -= 1
-            raise
-        self._since_checkpoint += 1
+        seq, since = self._seq + 1, self._since_checkpoint + 1
+        blob = None if vecs is None else np.asarray(vecs, dtype=np.float32)
+        self._writer.append(seq, header, blob)
+        self._seq, self._since_checkpoint = seq, since
 
     def _add_logged(
         self,
@@ -157,6 +170,7 @@ class MemoryJournal:
 
         with deferred_interrupts():
             self._pending = roll_back  # until the record is logged (_log_locked)
+            self._unlogged_from = first  # reads skip these rows until then
         try:
             fault_point("memory.add:apply")
             rows = self._apply_add(batch, vecs, access=access, progress=progress)
@@ -177,7 +191,7 @@ class MemoryJournal:
             pending = self._pending
             if pending is not None:
                 pending()
-                self._pending = None
+                self._pending, self._unlogged_from = None, None
 
     def _log_then_apply(self, header: dict[str, Any], apply: Callable[[], None]) -> None:
         """Logs an operation, then applies it in memory (idempotent ``apply``); once logged, it

@@ -107,16 +107,26 @@ class LogWriter:
         exists = path.exists()
         valid = read_log(path)[1] if exists else 0
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-        if not exists or valid == 0:
-            os.ftruncate(self._fd, 0)
-            os.write(self._fd, _FILE_HEADER.pack(LOG_MAGIC, LOG_VERSION))
-            valid = _FILE_HEADER.size
-        os.ftruncate(self._fd, valid)  # drop a torn tail
-        os.lseek(self._fd, valid, os.SEEK_SET)
-        if fsync or not exists:
-            os.fsync(self._fd)
-        if not exists:  # the new file's name must survive a power loss too
-            _fsync_dir(path.parent)
+        try:
+            if not exists or valid == 0:
+                os.ftruncate(self._fd, 0)
+                os.write(self._fd, _FILE_HEADER.pack(LOG_MAGIC, LOG_VERSION))
+                valid = _FILE_HEADER.size
+            os.ftruncate(self._fd, valid)  # drop a torn tail
+            os.lseek(self._fd, valid, os.SEEK_SET)
+            if fsync or not exists:
+                os.fsync(self._fd)
+            if not exists:  # the new file's name must survive a power loss too
+                _fsync_dir(path.parent)
+        except BaseException:
+            # A new log that is not set up goes again: while it exists, a reader takes it as
+            # where the records after its first sequence number are (the old log would be
+            # skipped), so a writer that keeps its old log would lose what it appends there.
+            os.close(self._fd)
+            self._fd = -1
+            if not exists:
+                path.unlink(missing_ok=True)
+            raise
 
     def append(self, seq: int, header: dict[str, Any], vectors: NDArray[np.float32] | None = None) -> None:
         record = _encode(seq, header, vectors)

@@ -148,6 +148,7 @@ class Memory(MemoryViews, MemoryJournal, MemoryState):
         self._since_checkpoint = 0
         self._unlogged_voids: list[int] = []  # rows of rolled-back adds the log has yet to name
         self._pending: Callable[[], None] | None = None  # the cut-off operation's end (_settle_pending)
+        self._unlogged_from: int | None = None  # rows from here on: an add not (yet) logged
         self._keyword = KeywordIndex()  # built on the first keyword or hybrid search
         self._version = 0  # bumped by every structural change
         self._touches = 0  # bumped by every access counted

@@ -70,6 +70,8 @@ class MemoryState:
         ``meta_before``, the metadata before the add, with null rows). They are logged as void
         before the next record (``_unlogged_voids``), so a reopened store numbers its rows as
         this one does. The ids go first, so no read sees them meanwhile. Idempotent."""
+        with self._index._write_lock:  # the index's own cut-off chunk first: its columns
+            self._index._settle()  # follow its core before rows are counted
         end = int(self._index._core.slots)
         rows = list(range(first, end))
         for mid in ids:
@@ -171,13 +173,15 @@ class MemoryState:
         self._adopt_compacted(index, mids, texts)
 
     def _adopt_compacted(self, index: PoincareIndex, mids: list[str | None], texts: list[str | None]) -> None:
-        """Switches to the compacted rows, every part at once."""
+        """Switches to the compacted rows, every part at once (what can fail is built first)."""
+        row_of = {m: r for r, m in enumerate(mids) if m is not None}
+        keyword = KeywordIndex()  # rows renumbered: rebuilt on the next keyword search
+        version = self._version + 1
         with deferred_interrupts():
-            self._index, self._mids, self._texts = index, mids, texts
-            self._row_of = {m: r for r, m in enumerate(mids) if m is not None}
-            self._keyword.close()
-            self._keyword = KeywordIndex()  # rows renumbered: rebuilt on the next keyword search
-            self._version += 1
+            old_keyword = self._keyword
+            self._index, self._mids, self._texts, self._row_of = index, mids, texts, row_of
+            self._keyword, self._version = keyword, version
+        old_keyword.close()
 
     def _compacted(self, live: list[int]) -> tuple[PoincareIndex, list[str | None], list[str | None]]:
         cols = self._index._columns

@@ -115,6 +115,16 @@ class MemoryViews:
         """Results for rows; ``scored`` gives each one's score fields (NaN when absent), computed
         with ``config``'s time settings (default the store's)."""
         config = config or self._config
+        hidden = self._unlogged_from
+        if hidden is not None or any(self._mids[r] is None for r in rows):
+            # Only after a roll-back that was cut off itself (a search that waited for the lock
+            # meanwhile): rows of an add that was not logged are no memories, never returned
+            # nor touched.
+            keep = [
+                i for i, r in enumerate(rows) if self._mids[r] is not None and (hidden is None or r < hidden)
+            ]
+            rows = [rows[i] for i in keep]
+            scored = [scored[i] for i in keep] if scored is not None else None
         if not rows:
             return []
         cols = self._index._columns
