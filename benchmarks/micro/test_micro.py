@@ -120,3 +120,37 @@ def test_add_chunk(benchmark: Benchmark, micro: MicroData) -> None:
         index.add(micro.extra, t=NOW)
 
     benchmark.pedantic(add, setup=setup, rounds=3, iterations=1)
+
+
+def test_search_one_core_call(benchmark: Benchmark, micro: MicroData) -> None:
+    """The core's call alone for one query at ef=16: with test_hnsw_search_one[16], what the
+    Python layer adds to a single-query search."""
+    q = micro.queries[:1]
+    benchmark.group = "search call overhead"
+    D, I = benchmark(micro.hnsw._core.search, q, 10, 16)
+    assert I.shape == (1, 10)
+
+
+def test_deferred_interrupts_block(benchmark: Benchmark) -> None:
+    """Holding SIGINT for one empty block (what every write step pays)."""
+    from poincare_index._interrupts import deferred_interrupts
+
+    def block() -> None:
+        with deferred_interrupts():
+            pass
+
+    benchmark.group = "write steps"
+    benchmark(block)
+
+
+@pytest.mark.parametrize("where", ["memory", "disk"])
+def test_memory_add_one(benchmark: Benchmark, where: str, tmp_path: Any) -> None:
+    """One Memory.add with the hashing embedder, in memory or to a store on disk (the log)."""
+    from poincare_index.embed import HashingEmbedder
+    from poincare_memory import Memory
+
+    m = Memory(embedder=HashingEmbedder(dim=64), path=tmp_path / "s" if where == "disk" else None)
+    texts = iter(f"memory number {i} about something" for i in range(10**7))
+    benchmark.group = "write steps"
+    benchmark(lambda: m.add(next(texts), t=NOW))
+    m.close()
