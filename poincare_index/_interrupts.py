@@ -8,12 +8,14 @@ rules make a write whole instead:
 - A write's steps that change state run inside :func:`deferred_interrupts`: SIGINT is held back
   and raised when the block ends, i.e. between two steps, never inside one. Long C++ calls lose
   nothing by it: Python could not raise inside them anyway.
-- Recovery after an exception decides from the state (the core's slots, the log's sequence
-  number), never from which exception arrived where (see PoincareIndex._add_chunk_rows and
-  Memory.add_many).
+- Recovery after an exception decides from the state, never from which exception arrived
+  where: the index's core says whether an add chunk went in (PoincareIndex._add_chunk_rows), and
+  a Memory's one pending step, set before a write and replaced in the same step that logs it,
+  says whether the write was acknowledged (MemoryJournal._add_logged, _settle_pending).
 
 :func:`fault_point` is the tests' hook: they install a function that raises at a named step, so
-every step of a write is tested being cut off (tests/test_interrupted_writes.py).
+every step of a write is tested being cut off (tests/test_interrupted_writes.py and
+tests/test_interrupted_memory.py).
 """
 
 from __future__ import annotations
