@@ -88,15 +88,22 @@ def test_a_failed_record_after_the_voids_were_logged_rolls_its_add_back(tmp_path
     assert _contents(m) == _reader(tmp_path / "s") == {"k": "kept", "C": "after"}
 
 
-def test_a_checkpoint_with_a_roll_back_pending_does_not_deadlock(tmp_path, fault):
-    m = _memory(tmp_path / "s")
+def _with_a_roll_back_pending(path, fault) -> Memory:
+    """A store holding "kept", after an add whose log write failed and whose roll-back was cut
+    off itself (left pending)."""
+    m = _memory(path)
     m.add("kept", id="k")
     fault("memory.add:log", OSError)
     _fail_first_call(m._index, "remove_ids", MemoryError("during the roll-back"))
     with pytest.raises(MemoryError):
-        m.add("never", id="x")
+        m.add("unlogged", id="u")
     _interrupts.set_fault_hook(None)
     assert m._pending is not None
+    return m
+
+
+def test_a_checkpoint_with_a_roll_back_pending_does_not_deadlock(tmp_path, fault):
+    m = _with_a_roll_back_pending(tmp_path / "s", fault)
     done = threading.Event()
     threading.Thread(target=lambda: (m.checkpoint(), done.set()), daemon=True).start()
     assert done.wait(20), "checkpoint() hung on the pending roll-back"
@@ -105,13 +112,7 @@ def test_a_checkpoint_with_a_roll_back_pending_does_not_deadlock(tmp_path, fault
 
 
 def test_reads_never_show_or_touch_an_add_whose_roll_back_is_pending(tmp_path, fault):
-    m = _memory(tmp_path / "s")
-    m.add("kept", id="k")
-    fault("memory.add:log", OSError)
-    _fail_first_call(m._index, "remove_ids", MemoryError("during the roll-back"))
-    with pytest.raises(MemoryError):
-        m.add("unlogged", id="u")
-    _interrupts.set_fault_hook(None)
+    m = _with_a_roll_back_pending(tmp_path / "s", fault)
     assert "u" not in m and len(m) == 1
     assert [r.id for r in m.search("unlogged", k=2)] == ["k"]  # touches k only
     m.add("next", id="n")
@@ -255,7 +256,6 @@ def test_a_search_that_waited_for_the_lock_never_sees_an_add_that_was_not_logged
     tmp_path, fault, monkeypatch
 ):
     import time
-
 
     m = _memory(tmp_path / "s")
     m.add("kept", id="k")
