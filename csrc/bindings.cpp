@@ -329,6 +329,23 @@ PYBIND11_MODULE(_core, m) {
                              [](const HnswIndexCore& s) { return s.params().ef_construction; })
       .def_property_readonly("seed", [](const HnswIndexCore& s) { return s.params().seed; })
       .def("neighbors", &HnswIndexCore::neighbors, py::arg("id"), py::arg("level"))
+      .def("graph_switches",
+           [](const HnswIndexCore& s) {
+             const GraphSwitches w = s.graph_switches();
+             py::dict d;
+             d["second_order"] = w.second_order;
+             d["cover_rule"] = w.cover_rule;
+             return d;
+           })
+      .def(
+          "set_graph_switches",
+          [](HnswIndexCore& s, bool second_order, bool cover_rule) {
+            GraphSwitches w;
+            w.second_order = second_order;
+            w.cover_rule = cover_rule;
+            s.set_graph_switches(w);
+          },
+          py::arg("second_order"), py::arg("cover_rule"), py::call_guard<py::gil_scoped_release>())
       .def("check_integrity", [](const HnswIndexCore& s) {
         const GraphStats st = s.check_integrity();
         py::dict d;

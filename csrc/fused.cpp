@@ -5,12 +5,13 @@
 #include <limits>
 
 #include "access_counts.h"
+#include "beam.h"
 #include "hnsw_links.h"
 #include "metric.h"
+#include "rank.h"
 
 namespace poincare {
 
-using hnsw_detail::expand;
 using hnsw_detail::prefetch;
 using hnsw_detail::prefetch_row;
 
@@ -173,13 +174,12 @@ thread_local std::vector<ScoreEntry> Collector::seen_;
 void fused_scan(const FusedScorer& scorer, const VectorStorage& storage, const float* q,
                 std::size_t n_slots, const std::uint32_t* slots, std::size_t k,
                 std::vector<ScoredHit>& out) {
-  const auto l2sq = metric::kernels().l2sq;
-  const std::size_t dim = storage.dim();
+  const PoincareRank<1> rank(storage, q, 1.0f);
   Collector collector(scorer, k);
   for (std::size_t i = 0; i < n_slots; ++i) {
     const std::uint32_t s = slots != nullptr ? slots[i] : static_cast<std::uint32_t>(i);
     if (!scorer.eligible(s)) continue;
-    collector.offer(s, l2sq(q, storage.vector(s), dim) * storage.rank_factor(s));
+    collector.offer(s, rank.score_one(s)[0]);
   }
   collector.finish(out);
 }
@@ -214,7 +214,7 @@ void time_pass(const FusedScorer& scorer, const VectorStorage& storage, const fl
   const bool exact = rows <= b.scan_budget;
   std::sort(bounds.begin(), bounds.end(),
             [](const auto& x, const auto& y) { return x.first > y.first; });
-  const auto l2sq = metric::kernels().l2sq;
+  const PoincareRank<1> rank(storage, q, 1.0f);
   const std::size_t dim = storage.dim();
   std::size_t scanned = 0;
   // Rows in time order lie anywhere in storage: fetching a few rows ahead hides the memory
@@ -229,7 +229,7 @@ void time_pass(const FusedScorer& scorer, const VectorStorage& storage, const fl
       if (j + kAhead < to) prefetch_row(storage.vector(b.order[j + kAhead]), row_bytes);
       const std::uint32_t s = b.order[j];
       if (!scorer.eligible(s) || !scratch.first_score(s)) continue;
-      entered += collector.offer(s, l2sq(q, storage.vector(s), dim) * storage.rank_factor(s));
+      entered += collector.offer(s, rank.score_one(s)[0]);
     }
     scanned += static_cast<std::size_t>(to - from);
     return entered;
@@ -268,92 +268,56 @@ void time_seed(const FusedScorer& scorer, const VectorStorage& storage, const fl
   const double probe_bound =
       p.time_coef * p.decay.log_weight_bound(b.t_min[probe], b.t_max[probe], b.max_access[probe]);
   if (probe_bound > -10.0) return;
-  const auto l2sq = metric::kernels().l2sq;
-  const std::size_t dim = storage.dim();
+  const PoincareRank<1> rank(storage, q, 1.0f);
   std::size_t offered = 0;
   for (std::size_t i = 0; i < b.n_buckets && offered < k; ++i) {
     for (std::int64_t j = b.starts[i]; j < b.starts[i + 1]; ++j) {
       const std::uint32_t s = b.order[j];
       if (!scorer.eligible(s) || !scratch.first_score(s)) continue;
-      collector.offer(s, l2sq(q, storage.vector(s), dim) * storage.rank_factor(s));
+      collector.offer(s, rank.score_one(s)[0]);
       ++offered;
     }
   }
 }
 
-// A walk of level 0 as the plain HNSW search walks it, offering every eligible node it visits
-// that this query has not scored yet. frontier: nearest unexpanded first; beam: the ef nearest
-// eligible nodes seen (the HNSW budget): a node enters the frontier while the beam holds fewer
-// than ef eligible nodes or it is nearer than the beam's farthest, and the walk stops when the
-// nearest unexpanded node is farther than that. The score bound (the collector's rank limit)
-// decides only whether a node itself can enter the top k, never whether it is expanded: a node
-// that cannot score can still lead to one that can. (Stopping the walk at the limit made it a
-// beam of width k: recall@10 0.74 on text embeddings at any ef, where the plain walk at ef=128
-// reads 0.996.) So at equal ef the fused walk visits what the plain walk visits, and with a
-// flat time term it is the plain walk. by_l2: the walk is ordered by |q - x|^2 instead (the
-// second walk, see HnswGraph::kHubRatio). Returns the eligible node nearest to q in Euclidean
-// terms that the walk visited (where the second walk starts, as in the plain search), or
-// HnswGraph::kNone.
-std::uint32_t walk_level0(const HnswGraph& graph, const VectorStorage& storage,
-                          const FusedScorer& scorer, const float* q, std::uint32_t entry,
-                          std::size_t ef, bool by_l2, SearchScratch& scratch,
-                          Collector& collector) {
-  auto& frontier = scratch.frontier;
-  auto& beam = scratch.results;
-  const FusedParams& params = scorer.params();
-  const std::int64_t* time_column = params.decay.empty() ? nullptr : params.columns.t;
-  const std::size_t time_rows = params.columns.rows;
-  const std::int64_t* window_from =
-      params.decay.uses_window() ? params.columns.valid_from : nullptr;
-  const std::int64_t* window_until =
-      params.decay.uses_window() ? params.columns.valid_until : nullptr;
-  std::uint32_t l2_nearest = HnswGraph::kNone;
-  float l2_nearest_d = std::numeric_limits<float>::infinity();
-  auto visit = [&](std::uint32_t n, float l2) {
-    scratch.mark(n);
-    const float r = l2 * storage.rank_factor(n);
-    const float key = by_l2 ? l2 : r;
-    const bool eligible = scorer.eligible(n);
-    if (eligible && l2 < l2_nearest_d) {
-      l2_nearest_d = l2;
-      l2_nearest = n;
-    }
-    if (eligible && scratch.first_score(n)) collector.offer(n, r);
-    if (!(beam.size() < ef || key < beam.front().first)) return;
-    frontier.push_back({-key, n});
-    std::push_heap(frontier.begin(), frontier.end());
-    // Its list is read when it leaves the frontier (a cache miss of its own): fetch it now.
-    prefetch(graph.level0_list(n));
-    prefetch(graph.level0_list(n) + 16);
-    if (!eligible) return;
-    beam.push_back({key, n});
-    std::push_heap(beam.begin(), beam.end());
-    if (beam.size() > ef) {
-      std::pop_heap(beam.begin(), beam.end());
-      beam.pop_back();
-    }
-  };
-  scratch.begin(storage.slots());
-  visit(entry, metric::kernels().l2sq(q, storage.vector(entry), storage.dim()));
-  while (!frontier.empty()) {
-    const Candidate c = frontier.front();
-    if (beam.size() >= ef && -c.first > beam.front().first) break;
-    std::pop_heap(frontier.begin(), frontier.end());
-    frontier.pop_back();
-    // As in the plain search, with the time stamps of unvisited nodes prefetched too.
-    const std::uint32_t* l = graph.level0_list(c.second);
-    expand(
-        l + 1, graph.level0_count(c.second, l), q, storage, scratch, scratch.fresh,
-        [&](std::uint32_t n) {
-          if (time_column == nullptr || n >= time_rows) return;
-          prefetch(time_column + n);
-          if (window_from != nullptr) prefetch(window_from + n);
-          if (window_until != nullptr) prefetch(window_until + n);
-        },
-        visit);
+// The fused walk's result handler: the walk is the plain search's (the same beams decide what
+// is expanded and when the walk ends, over eligible nodes), and every eligible node it scores
+// that this query has not scored yet is offered to the collector. The score bound (the
+// collector's rank limit) decides only whether a node itself can enter the top k, never whether
+// it is expanded: a node that cannot score can still lead to one that can. So at equal ef the
+// fused walk visits what the plain walk visits, and with a flat time term it is the plain walk.
+class FusedHandler {
+ public:
+  FusedHandler(const FusedScorer& scorer, SearchScratch& scratch, Collector& collector)
+      : scorer_(scorer), scratch_(scratch), collector_(collector) {
+    const FusedParams& params = scorer.params();
+    time_ = params.decay.empty() ? nullptr : params.columns.t;
+    rows_ = params.columns.rows;
+    from_ = params.decay.uses_window() ? params.columns.valid_from : nullptr;
+    until_ = params.decay.uses_window() ? params.columns.valid_until : nullptr;
   }
-  return l2_nearest;
-}
+  bool eligible(std::uint32_t slot) const { return scorer_.eligible(slot); }
+  template <typename Keys>
+  void offer(std::uint32_t slot, const Keys& keys, bool eligible) {
+    if (eligible && scratch_.first_score(slot)) collector_.offer(slot, keys[0]);
+  }
+  // The time stamps of unvisited nodes are read when they are scored: fetch them with the row.
+  void also_prefetch(std::uint32_t slot) const {
+    if (time_ == nullptr || slot >= rows_) return;
+    prefetch(time_ + slot);
+    if (from_ != nullptr) prefetch(from_ + slot);
+    if (until_ != nullptr) prefetch(until_ + slot);
+  }
+
+ private:
+  const FusedScorer& scorer_;
+  SearchScratch& scratch_;
+  Collector& collector_;
+  const std::int64_t* time_;
+  std::size_t rows_;
+  const std::int64_t* from_;
+  const std::int64_t* until_;
+};
 
 }  // namespace
 
@@ -363,18 +327,17 @@ void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
   out.clear();
   if (graph.entry_point() == HnswGraph::kNone) return;
   float cur_r;
-  const std::uint32_t cur = graph.descend(storage, q, &cur_r);
+  const std::uint32_t cur = graph.descend(storage, q, scratch, &cur_r);
   scratch.begin_scoring(storage.slots());
   Collector collector(scorer, k);
   time_seed(scorer, storage, q, scratch, collector, k);
-  const std::uint32_t l2_nearest =
-      walk_level0(graph, storage, scorer, q, cur, ef, false, scratch, collector);
-  // As in the plain search: a walk that ended among hubs walks again in Euclidean order, from
-  // the eligible node nearest in Euclidean terms that it visited, for the points at the
-  // query's own depth (HnswGraph::kHubRatio).
-  const auto a_q = static_cast<float>(scorer.query_factor());
-  if (HnswGraph::hub_dominated(storage, scratch.results, a_q) && l2_nearest != HnswGraph::kNone)
-    walk_level0(graph, storage, scorer, q, l2_nearest, ef, true, scratch, collector);
+  FusedHandler handler(scorer, scratch, collector);
+  const Level0Reader reader(graph);
+  if (graph.switches().second_order)
+    beam_walk(reader, storage, PoincareRank<2>(storage, q, 1.0f), cur,
+              {ef, HnswGraph::second_beam(ef)}, scratch, handler);
+  else
+    beam_walk(reader, storage, PoincareRank<1>(storage, q, 1.0f), cur, {ef}, scratch, handler);
   time_pass(scorer, storage, q, scratch, collector);
   collector.finish(out);
 }

@@ -1,21 +1,19 @@
 #include "hnsw.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <string>
 
+#include "beam.h"
 #include "errors.h"
 #include "hnsw_links.h"
-#include "metric.h"
+#include "rank.h"
 #include "reserve.h"
 
 namespace poincare {
 
-using hnsw_detail::copy_links_relaxed;
-using hnsw_detail::expand;
-using hnsw_detail::load_relaxed;
-using hnsw_detail::prefetch;
 using hnsw_detail::prefetch_row;
 using hnsw_detail::store_relaxed;
 
@@ -28,25 +26,6 @@ inline std::uint64_t mix64(std::uint64_t x) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
-}
-
-// Heaps over std::vector: results is a max-heap on rank (worst on top); the frontier stores
-// negated ranks in a max-heap so the nearest unexpanded node is on top.
-inline void heap_push(std::vector<Candidate>& h, Candidate c) {
-  h.push_back(c);
-  std::push_heap(h.begin(), h.end());
-}
-inline void heap_pop(std::vector<Candidate>& h) {
-  std::pop_heap(h.begin(), h.end());
-  h.pop_back();
-}
-
-// Whether a kept neighbour with factor a_r may stand in for a candidate with factor a_e in the
-// heuristic (see select_neighbors): only when the two lie at about the same depth. A hub much
-// nearer the origin cannot hold the crowd beneath it; a node much deeper than e is a poor way up
-// to e, since its few links point at its own crowd (see kCoverRatio).
-inline bool can_cover(float a_r, float a_e) {
-  return a_r * HnswGraph::kCoverRatio >= a_e && a_e * HnswGraph::kCoverRatio >= a_r;
 }
 
 }  // namespace
@@ -146,153 +125,14 @@ const std::uint32_t* HnswGraph::links_at(std::uint32_t slot, int level) const {
   if (level == 0) return level0_list(slot);
   return upper_.data() + upper_offset(slot) + static_cast<std::size_t>(level - 1) * upper_stride();
 }
-
-// Beam search on one level during construction: link lists are copied with relaxed loads
-// because other threads may be rewriting them (see load_relaxed). Leaves the ef nearest in
-// scratch.results, by the rank quantity |x - n|^2 a(x) a(n).
-void HnswGraph::search_layer_concurrent(const VectorStorage& storage, const float* x, float ax,
-                                        std::uint32_t entry, int level, std::size_t ef,
-                                        SearchScratch& scratch) {
-  const auto l2sq = metric::kernels().l2sq;
-  scratch.begin(storage.slots());
-  const float l2_entry = l2sq(x, storage.vector(entry), storage.dim());
-  const float d0 = l2_entry * ax * storage.rank_factor(entry);
-  scratch.mark(entry);
-  heap_push(scratch.frontier, {-d0, entry});
-  heap_push(scratch.results, {d0, entry});
-  beam_concurrent(storage, x, level, ef, scratch,
-                  [&](std::uint32_t n, float l2) { return l2 * ax * storage.rank_factor(n); });
-}
-
-// The loop of a construction beam from the frontier and results already in scratch, ordered by
-// order(n, l2).
-template <typename Order>
-void HnswGraph::beam_concurrent(const VectorStorage& storage, const float* x, int level,
-                                std::size_t ef, SearchScratch& scratch, const Order& order) {
-  const std::size_t capacity = max_links(level) + (level == 0 ? kRepairSlots : 0);
-  auto& frontier = scratch.frontier;
-  auto& results = scratch.results;
-  float bound = results.empty() ? std::numeric_limits<float>::infinity() : results.front().first;
-  while (!frontier.empty()) {
-    const Candidate c = frontier.front();
-    if (-c.first > bound && results.size() >= ef) break;
-    heap_pop(frontier);
-    copy_links_relaxed(links_at(c.second, level), capacity, scratch.links);
-    auto consider = [&](std::uint32_t n, float l2) {
-      const float d = order(n, l2);
-      if (results.size() < ef || d < bound) {
-        heap_push(frontier, {-d, n});
-        heap_push(results, {d, n});
-        if (results.size() > ef) heap_pop(results);
-        bound = results.front().first;
-        // Its list is read when it leaves the frontier; start fetching it now.
-        prefetch(links_at(n, level));
-      }
-    };
-    expand(
-        scratch.links.data(), scratch.links.size(), x, storage, scratch, scratch.fresh,
-        [](std::uint32_t) {}, consider);
-  }
-}
-
-bool HnswGraph::hub_dominated(const VectorStorage& storage, const std::vector<Candidate>& found,
-                              float a_q) {
-  if (found.empty()) return false;
-  const Candidate* best = &found.front();
-  for (const Candidate& c : found)
-    if (c < *best) best = &c;
-  return storage.rank_factor(best->second) * kHubRatio < a_q;
-}
-
-void HnswGraph::add_level0_l2_candidates(const VectorStorage& storage, const float* x, float ax,
-                                         std::size_t ef, SearchScratch& scratch) {
-  auto& saved = scratch.selection;
-  saved.assign(scratch.results.begin(), scratch.results.end());
-  // The Euclidean walk starts afresh at the nearest node found; what it keeps joins the
-  // candidates once per slot. (Resuming from what the first walk scored, marks kept, found the
-  // same candidates and saved nothing measurable, while recording every scored node cost the
-  // common, untriggered walk 10-15 %.)
-  const std::uint32_t start = std::min_element(saved.begin(), saved.end())->second;
-  hnsw_detail::start_l2_beam(scratch, storage.slots(), x, storage, start,
-                             [](std::uint32_t) { return true; });
-  beam_concurrent(storage, x, 0, ef, scratch, [](std::uint32_t, float l2) { return l2; });
-  hnsw_detail::merge_l2_found(saved, scratch.results, [&](const Candidate& c) {
-    return c.first * ax * storage.rank_factor(c.second);
-  });
-  scratch.results.assign(saved.begin(), saved.end());
-}
-
-// The heuristic of the HNSW paper (Alg. 4 without extension): walk candidates from nearest and
-// keep one only if it is closer to the base than to every neighbour already kept, which spreads
-// links over directions instead of clustering them.
-void HnswGraph::select_neighbors(const VectorStorage& storage, std::vector<Candidate>& candidates,
-                                 std::size_t max_count, std::size_t fill,
-                                 std::uint32_t* passed_over, std::size_t n_passed_over) const {
-  std::sort(candidates.begin(), candidates.end());
-  if (candidates.size() <= max_count) return;
-  const auto l2sq = metric::kernels().l2sq;
-  const auto l2sq_batch4 = metric::kernels().l2sq_batch4;
-  const std::size_t dim = storage.dim();
-  std::size_t kept = 0;
-  thread_local std::vector<Candidate> pruned_scratch;
-  pruned_scratch.clear();
-  std::size_t examined = 0;
-  for (std::size_t i = 0; i < candidates.size() && kept < max_count; ++i, examined = i) {
-    const Candidate e = candidates[i];
-    const float* ve = storage.vector(e.second);
-    const float ae = storage.rank_factor(e.second);
-    bool good = true;
-    std::size_t r = 0;
-    for (; good && r + 4 <= kept; r += 4) {  // four at a time; the decision is the same
-      const Candidate* k = candidates.data() + r;
-      const float* rows[4] = {storage.vector(k[0].second), storage.vector(k[1].second),
-                              storage.vector(k[2].second), storage.vector(k[3].second)};
-      float l2[4];
-      l2sq_batch4(ve, rows, dim, l2);
-      for (int j = 0; j < 4; ++j) {
-        const float ar = storage.rank_factor(k[j].second);
-        good &= !(l2[j] * ae * ar < e.first && can_cover(ar, ae));
-      }
-    }
-    for (; good && r < kept; ++r) {
-      const std::uint32_t s = candidates[r].second;
-      const float ar = storage.rank_factor(s);
-      good = !(l2sq(ve, storage.vector(s), dim) * ae * ar < e.first && can_cover(ar, ae));
-    }
-    if (good) {
-      candidates[kept++] = e;
-    } else {
-      pruned_scratch.push_back(e);
-    }
-  }
-  // Keep pruned connections (the paper's keepPrunedConnections), up to `fill` links: in a
-  // tree-like (hyperbolic) metric the heuristic alone leaves many nodes with one or two links.
-  // Measured on 100k boundary-heavy GloVe points, recall@10 at ef=16: 0.948 with no fill,
-  // 0.958 filling to M, 0.964 filling to 2M; on 400k GloVe (largest norm 0.95) filling to M
-  // needed ef=192 for recall 0.95 where filling to 2M needed 128.
-  const std::size_t used = std::min(pruned_scratch.size(), fill > kept ? fill - kept : 0);
-  if (passed_over != nullptr) {
-    // The nearest candidates not kept, nearest first: the pruned ones the refill leaves, then
-    // those the walk never reached (still in place from `examined` on, before the refill).
-    std::size_t o = 0;
-    for (std::size_t j = used; j < pruned_scratch.size() && o < n_passed_over; ++j)
-      passed_over[o++] = pruned_scratch[j].second;
-    for (std::size_t j = examined; j < candidates.size() && o < n_passed_over; ++j)
-      passed_over[o++] = candidates[j].second;
-  }
-  for (std::size_t j = 0; j < used; ++j) candidates[kept++] = pruned_scratch[j];
-  candidates.resize(kept);
-}
-
 std::uint32_t HnswGraph::connect(const VectorStorage& storage, std::uint32_t slot, int level,
                                  SearchScratch& scratch) {
   auto& selected = scratch.selection;
-  selected.assign(scratch.results.begin(), scratch.results.end());
   std::uint32_t* backups = level == 0 ? backups_of(slot) : nullptr;
   // At level 0 the nearest candidates the heuristic passes over are kept as cheap in-link
   // sources for the connectivity repair.
-  select_neighbors(storage, selected, static_cast<std::size_t>(params_.M),
-                   static_cast<std::size_t>(params_.M), backups, kRepairBackups);
+  select_neighbors(storage, slot, selected, static_cast<std::size_t>(params_.M), backups,
+                   kRepairBackups);
   const std::size_t cap = max_links(level);
   {
     std::lock_guard<SpinLock> g(lock_of(slot));
@@ -300,10 +140,7 @@ std::uint32_t HnswGraph::connect(const VectorStorage& storage, std::uint32_t slo
     for (std::size_t i = 0; i < selected.size(); ++i) store_relaxed(l + 1 + i, selected[i].second);
     store_relaxed(l, static_cast<std::uint32_t>(selected.size()));
   }
-  const auto l2sq = metric::kernels().l2sq;
-  const auto l2sq_batch4 = metric::kernels().l2sq_batch4;
-  const std::size_t dim = storage.dim();
-  const std::size_t row_bytes = dim * sizeof(float);
+  const std::size_t row_bytes = storage.dim() * sizeof(float);
   auto& pruned = scratch.pruned;
   auto& old_links = scratch.old_links;
   for (const Candidate& c : selected) {
@@ -318,25 +155,14 @@ std::uint32_t HnswGraph::connect(const VectorStorage& storage, std::uint32_t slo
       continue;
     }
     // Full list: re-select among the old links and the new node with the same heuristic.
-    const float* vn = storage.vector(n);
-    const float an = storage.rank_factor(n);
     old_links.assign(l + 1, l + 1 + count);
+    for (const std::uint32_t o : old_links) prefetch_row(storage.vector(o), row_bytes);
+    std::array<RankKeys<1>, kMaxListLinks> keys;
+    PoincareRank<1>(storage, storage.vector(n), storage.rank_factor(n))
+        .score(old_links.data(), count, keys.data());
     pruned.clear();
     pruned.push_back({c.first, slot});
-    for (const std::uint32_t o : old_links) prefetch_row(storage.vector(o), row_bytes);
-    std::uint32_t i = 0;
-    for (; i + 4 <= count; i += 4) {
-      const std::uint32_t* b = old_links.data() + i;
-      const float* rows[4] = {storage.vector(b[0]), storage.vector(b[1]), storage.vector(b[2]),
-                              storage.vector(b[3])};
-      float l2[4];
-      l2sq_batch4(vn, rows, dim, l2);
-      for (int k = 0; k < 4; ++k) pruned.push_back({l2[k] * an * storage.rank_factor(b[k]), b[k]});
-    }
-    for (; i < count; ++i) {
-      const std::uint32_t o = old_links[i];
-      pruned.push_back({l2sq(vn, storage.vector(o), dim) * an * storage.rank_factor(o), o});
-    }
+    for (std::uint32_t i = 0; i < count; ++i) pruned.push_back({keys[i][0], old_links[i]});
     // Links the repair placed here stay (up to the list's capacity): dropping one would orphan
     // its target again, and the next repair would have to search for it. A list in place has
     // no slots beyond 2M, so the heuristic leaves room for them there.
@@ -345,7 +171,7 @@ std::uint32_t HnswGraph::connect(const VectorStorage& storage, std::uint32_t slo
     if (level == 0)
       for (const std::uint32_t o : old_links) n_repair += repair_source_.get(o) == n;
     const std::size_t n_select = std::min(cap, limit - std::min(limit, n_repair));
-    select_neighbors(storage, pruned, n_select, n_select);
+    select_neighbors(storage, n, pruned, n_select);
     if (level == 0) {
       for (const std::uint32_t o : old_links) {
         if (pruned.size() >= limit) break;
@@ -361,12 +187,17 @@ std::uint32_t HnswGraph::connect(const VectorStorage& storage, std::uint32_t slo
   return selected.empty() ? kNone : selected.front().second;
 }
 
+std::uint32_t HnswGraph::descend(const VectorStorage& storage, const float* q,
+                                 SearchScratch& scratch, float* rank_out) const {
+  const PoincareRank<1> rank(storage, q, 1.0f);
+  *rank_out = rank.score_one(entry_)[0];
+  return greedy_descent([&](int level) { return UpperReader(*this, level); }, storage, rank,
+                        entry_, max_level_, 0, scratch, rank_out);
+}
+
 void HnswGraph::insert(const VectorStorage& storage, std::uint32_t slot, SearchScratch& scratch) {
   const int level = levels_[slot];
   const float* x = storage.vector(slot);
-  const float ax = storage.rank_factor(slot);
-  const auto l2sq = metric::kernels().l2sq;
-  const std::size_t dim = storage.dim();
 
   // A node that raises the top level keeps the entry lock for its whole insertion, so no other
   // thread starts from an entry point whose upper links are still being written.
@@ -380,29 +211,27 @@ void HnswGraph::insert(const VectorStorage& storage, std::uint32_t slot, SearchS
   }
   if (level <= top) entry_lock.unlock();
 
-  float cur_d = l2sq(x, storage.vector(cur), dim) * ax * storage.rank_factor(cur);
-  for (int lv = top; lv > level; --lv) {
-    for (bool changed = true; changed;) {
-      changed = false;
-      copy_links_relaxed(links_at(cur, lv), max_links(lv), scratch.links);
-      for (const std::uint32_t n : scratch.links) {
-        const float d = l2sq(x, storage.vector(n), dim) * ax * storage.rank_factor(n);
-        if (d < cur_d) {
-          cur_d = d;
-          cur = n;
-          changed = true;
-        }
-      }
-    }
-  }
+  // Keys are delta(x, n), scaled by a(x): the heuristic compares them with delta between
+  // neighbours.
+  const float ax = storage.rank_factor(slot);
+  const PoincareRank<1> rank(storage, x, ax);
+  float key = rank.score_one(cur)[0];
+  cur = greedy_descent([&](int lv) { return ConcurrentReader(*this, lv); }, storage, rank, cur,
+                       top, level, scratch, &key);
+  const auto ef = static_cast<std::size_t>(params_.ef_construction);
+  KeepAll all;
   for (int lv = std::min(level, top); lv >= 0; --lv) {
-    const auto ef = static_cast<std::size_t>(params_.ef_construction);
-    search_layer_concurrent(storage, x, ax, cur, lv, ef, scratch);
-    // Nodes at x's own depth hidden behind shallower hubs are found by a second beam in
-    // Euclidean order; they must be among x's candidates, or x never links to (nor gets links
-    // from) the crowd around it.
-    if (lv == 0 && hub_dominated(storage, scratch.results, ax))
-      add_level0_l2_candidates(storage, x, ax, ef, scratch);
+    const ConcurrentReader reader(*this, lv);
+    // At level 0 the candidates come from both orders: x must link to (and be linked from) the
+    // points at its own depth around it, which the Poincaré order ranks behind shallower ones.
+    if (lv == 0 && switches_.second_order) {
+      beam_walk(reader, storage, PoincareRank<2>(storage, x, ax), cur, {ef, second_beam(ef)},
+                scratch, all);
+      beam_nodes(scratch, 2, scratch.selection);
+    } else {
+      beam_walk(reader, storage, rank, cur, {ef}, scratch, all);
+      beam_nodes(scratch, 1, scratch.selection);
+    }
     const std::uint32_t next = connect(storage, slot, lv, scratch);
     if (next != kNone) cur = next;
   }
@@ -412,145 +241,27 @@ void HnswGraph::insert(const VectorStorage& storage, std::uint32_t slot, SearchS
   }
 }
 
-std::uint32_t HnswGraph::descend(const VectorStorage& storage, const float* q,
-                                 float* rank_out) const {
-  const metric::Kernels& kernels = metric::kernels();
-  const std::size_t dim = storage.dim();
-  const std::size_t row_bytes = dim * sizeof(float);
-  std::uint32_t cur = entry_;
-  float cur_d = kernels.l2sq(q, storage.vector(cur), dim) * storage.rank_factor(cur);
-  for (int lv = max_level_; lv > 0; --lv) {
-    for (bool changed = true; changed;) {
-      changed = false;
-      const std::uint32_t* l = links_at(cur, lv);
-      const std::uint32_t count = l[0];
-      // Fetch every neighbour's row before the first distance: the rows are cold, and one
-      // miss at a time would serialise them.
-      for (std::uint32_t i = 1; i <= count; ++i) prefetch_row(storage.vector(l[i]), row_bytes);
-      auto consider = [&](std::uint32_t n, float l2) {
-        const float d = l2 * storage.rank_factor(n);
-        if (d < cur_d) {
-          cur_d = d;
-          cur = n;
-          changed = true;
-        }
-      };
-      std::uint32_t i = 1;
-      for (; i + 4 <= count + 1; i += 4) {
-        const float* rows[4] = {storage.vector(l[i]), storage.vector(l[i + 1]),
-                                storage.vector(l[i + 2]), storage.vector(l[i + 3])};
-        float l2[4];
-        kernels.l2sq_batch4(q, rows, dim, l2);
-        for (int j = 0; j < 4; ++j) consider(l[i + j], l2[j]);
-      }
-      for (; i <= count; ++i) consider(l[i], kernels.l2sq(q, storage.vector(l[i]), dim));
-    }
-  }
-  *rank_out = cur_d;
-  return cur;
-}
-
-// The loop of a level-0 search beam from the frontier and results already in scratch, ordered
-// by order(n, l2): deleted nodes are walked through but never enter the results, and the beam
-// keeps going while it holds fewer than ef live results.
-template <typename Order>
-void HnswGraph::beam_level0(const VectorStorage& storage, const float* q, std::size_t ef,
-                            SearchScratch& scratch, const Order& order) const {
-  auto& frontier = scratch.frontier;
-  auto& results = scratch.results;
-  const std::uint8_t* deleted = storage.deleted_flags();
-  float bound = results.empty() ? std::numeric_limits<float>::infinity() : results.front().first;
-  while (!frontier.empty()) {
-    const Candidate c = frontier.front();
-    if (-c.first > bound && results.size() >= ef) break;
-    heap_pop(frontier);
-    const std::uint32_t* l = level0_list(c.second);
-    auto consider = [&](std::uint32_t n, float l2) {
-      const float d = order(n, l2);
-      if (results.size() < ef || d < bound) {
-        heap_push(frontier, {-d, n});
-        // n was pushed, so it is likely to be expanded soon: fetch its link list now (the
-        // list lives apart from the vectors, so this is a cache miss of its own).
-        prefetch(level0_list(n));
-        prefetch(level0_list(n) + 16);
-        if (!deleted[n]) {
-          heap_push(results, {d, n});
-          if (results.size() > ef) heap_pop(results);
-        }
-        if (!results.empty()) bound = results.front().first;
-      }
-    };
-    expand(
-        l + 1, level0_count(c.second, l), q, storage, scratch, scratch.fresh, [](std::uint32_t) {},
-        consider);
-  }
-}
-
 void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t ef,
                        SearchScratch& scratch, std::vector<Candidate>& out) const {
   out.clear();
   if (entry_ == kNone) return;
   // The query's own factor a(q) is common to every candidate, so ranking uses |q - x|^2 a(x).
-  float cur_d;
-  const std::uint32_t cur = descend(storage, q, &cur_d);
-  scratch.begin(storage.slots());
-  const std::uint8_t* deleted = storage.deleted_flags();
-  scratch.mark(cur);
-  heap_push(scratch.frontier, {-cur_d, cur});
-  if (!deleted[cur]) heap_push(scratch.results, {cur_d, cur});
-  // The live node nearest in Euclidean terms that the beam scores: where a second, Euclidean
-  // walk starts (below). Started there rather than at the nearest node by rank (a hub), it has
-  // less far to go: 9-25 % more queries a second on boundary trees, about the same on GloVe
-  // and the hierarchy, at the same recall (benchmarks/BENCHMARKS.md, Step 9, third sitting).
-  std::uint32_t l2_nearest = cur;
-  float l2_nearest_d = std::numeric_limits<float>::infinity();
-  beam_level0(storage, q, ef, scratch, [&](std::uint32_t n, float l2) {
-    if (l2 < l2_nearest_d && !deleted[n]) {
-      l2_nearest_d = l2;
-      l2_nearest = n;
-    }
-    return l2 * storage.rank_factor(n);
-  });
-  out.assign(scratch.results.begin(), scratch.results.end());
-  const auto a_q = static_cast<float>(
-      metric::conformal_factor(metric::sq_norm_exact(q, storage.dim()), storage.curvature()));
-  if (hub_dominated(storage, out, a_q)) {
-    // The beam ended among hubs: walk again in Euclidean order, for the query's own depth (see
-    // kHubRatio). That walk keeps, by rank, the ef best of every node it scores, not only of
-    // the nodes its Euclidean bound admits: a shallower node (an ancestor, an uncle) a link
-    // from a node it found can be near by rank and far in Euclidean terms. Keeping only the
-    // Euclidean beam's nodes missed those (on a hash half of a 110k hierarchy, 242 of 10,000
-    // queries missed a top-10 id at ef=10; with this, 15), with no extra distance computed;
-    // the fused walk offers every scored node for the same reason. The ef best of both walks
-    // by rank are kept, one entry per slot.
-    hnsw_detail::start_l2_beam(scratch, storage.slots(), q, storage, l2_nearest,
-                               [&](std::uint32_t n) { return !deleted[n]; });
-    auto& by_rank = scratch.selection;  // a max-heap by rank, at most ef entries
-    by_rank.clear();
-    // A node ranked behind the first beam's ef-th cannot reach the result: skip the heap then.
-    const float first_worst = out.size() < ef ? std::numeric_limits<float>::infinity()
-                                              : std::max_element(out.begin(), out.end())->first;
-    auto keep_by_rank = [&](std::uint32_t n, float l2) {
-      if (deleted[n]) return;
-      const float r = l2 * storage.rank_factor(n);
-      if (r > first_worst) return;
-      if (by_rank.size() < ef || r < by_rank.front().first) {
-        heap_push(by_rank, {r, n});
-        if (by_rank.size() > ef) heap_pop(by_rank);
-      }
-    };
-    beam_level0(storage, q, ef, scratch, [&](std::uint32_t n, float l2) {
-      keep_by_rank(n, l2);
-      return l2;
-    });
-    hnsw_detail::merge_l2_found(out, by_rank, [](const Candidate& c) { return c.first; });
-  }
+  float rank;
+  const std::uint32_t start = descend(storage, q, scratch, &rank);
+  const Level0Reader reader(*this);
+  KeepLive live{storage.deleted_flags()};
+  if (switches_.second_order)
+    beam_walk(reader, storage, PoincareRank<2>(storage, q, 1.0f), start, {ef, second_beam(ef)},
+              scratch, live);
+  else
+    beam_walk(reader, storage, PoincareRank<1>(storage, q, 1.0f), start, {ef}, scratch, live);
+  // The first beam holds the ef best by rank of every live node either order scored.
+  for (const BeamEntry& e : scratch.beams[0]) out.push_back({e.key, e.slot});
   // A NaN rank (only from an unverified mapped file's coordinates) sorts last, not at random:
   // std::sort needs a strict weak order.
   for (Candidate& c : out)
     if (std::isnan(c.first)) c.first = std::numeric_limits<float>::infinity();
   std::sort(out.begin(), out.end());
-  if (out.size() > ef) out.resize(ef);
 }
 
 void HnswGraph::memory(std::vector<std::pair<std::string, std::size_t>>& out) const {

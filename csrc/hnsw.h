@@ -1,7 +1,10 @@
-// HNSW graph (Malkov & Yashunin 2018) over a VectorStorage, navigated by the Poincaré ranking
-// quantity delta = |u - v|^2 a(u) a(v), with the neighbour-selection heuristic.
+// HNSW graph (Malkov & Yashunin 2018) over a VectorStorage, in two orders (rank.h): the Poincaré
+// rank delta = |u - v|^2 a(u) a(v) and, on level 0, the Euclidean order among points at one depth.
+// Walks are the templates of beam.h; neighbour selection is hnsw_selection.cpp, the repair
+// hnsw_connectivity.cpp, removal hnsw_deletion.cpp.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -25,6 +28,18 @@ struct HnswParams {
   std::uint64_t seed = 0;     // level draws are a pure function of (seed, slot)
 
   void validate() const;  // throws InvalidArgument
+};
+
+// The graph's mechanisms, each of which can be turned off to measure what it buys (see
+// docs/graph_walk.md). Not saved: a loaded graph runs with the defaults.
+struct GraphSwitches {
+  // Level-0 lists also hold links chosen in Euclidean order, and level-0 walks keep a second
+  // beam in that order (rank.h): the order among points at one depth, which the Poincaré order
+  // hides behind shallower points.
+  bool second_order = true;
+  // The heuristic lets a kept neighbour stand in for a candidate only at about its depth
+  // (kCoverRatio).
+  bool cover_rule = true;
 };
 
 // Counters of a structural check (see HnswGraph::check_integrity).
@@ -71,12 +86,17 @@ class HnswGraph {
 
   // Greedy descent of the upper levels towards q (by |q - x|^2 a(x)); returns the level-0 entry
   // node and its rank. The graph must not be empty.
-  std::uint32_t descend(const VectorStorage& storage, const float* q, float* rank_out) const;
+  std::uint32_t descend(const VectorStorage& storage, const float* q, SearchScratch& scratch,
+                        float* rank_out) const;
 
-  // Whether the nearest node of `found` (by rank) lies much nearer the origin than a point with
-  // factor a_q (a(n) kHubRatio < a_q): then nodes at the query's depth may hide behind it.
-  static bool hub_dominated(const VectorStorage& storage, const std::vector<Candidate>& found,
-                            float a_q);
+  // The width of a level-0 walk's second beam (GraphSwitches::second_order) beside a first of
+  // ef: the second order looks for the few points at the query's depth around it, not for ef
+  // of them; at least 4, so a narrow search still holds some.
+  static std::size_t second_beam(std::size_t ef) { return std::max<std::size_t>(4, ef / 4); }
+
+  const GraphSwitches& switches() const { return switches_; }
+  // Not concurrent with anything else on the graph.
+  void set_switches(const GraphSwitches& switches) { switches_ = switches; }
 
   // Makes every node reachable from the entry point on level 0: each unreachable node gets an
   // in-link from its nearest reachable node (its own nearest out-neighbour that is reachable,
@@ -138,9 +158,8 @@ class HnswGraph {
   // ---- raw access for the file format ----
   // Room for repair links beyond 2M (see repair_connectivity): a level-0 list holds up to 2M
   // links in place; the repair moves a full list that must take one more to a relocated list
-  // of 2M + kRepairSlots. Under 1 % of the nodes ever need one (0.2-0.7 % on the 100k
-  // hierarchy, GloVe and boundary trees), so reserving the slots in every list cost 16 bytes a
-  // point for nothing.
+  // of 2M + kRepairSlots. Few nodes ever need one (docs/graph_walk.md), so the slots are not
+  // reserved in every list.
   static constexpr std::size_t kRepairSlots = 4;
   // The head word of a relocated level-0 list: this bit, and the list's number in relocated_.
   static constexpr std::uint32_t kRelocated = 0x80000000u;
@@ -150,26 +169,15 @@ class HnswGraph {
   // near everything deeper and its list cannot hold the crowd beneath it, so it never stands in
   // for e: on trees crowded at the boundary such hubs otherwise fill every list and the leaves
   // lose every in-link a beam can reach. Nor does a node much deeper (a(r) > a(e) * kCoverRatio)
-  // stand in for a shallower e: the way up from a leaf to its ancestors is then kept. On the
-  // 100k generated hierarchy this raised recall@10 at ef=16 from 0.9995 to 1.000 on all of it
-  // and from 0.947/0.982 to 0.983/0.994 on its two hash halves; GloVe and the boundary trees
-  // were unchanged (benchmarks/BENCHMARKS.md, "Step 9").
+  // stand in for a shallower e: the way up from a leaf to its ancestors is then kept
+  // (GraphSwitches::cover_rule; docs/graph_walk.md).
   static constexpr float kCoverRatio = 2.0f;
-  // The same crowd is invisible to a beam in rank order: a point's nearest node at its own
-  // depth ranks ~450th among its nearest on such a tree (20k points, 16-d), behind hubs whose
-  // lists cannot hold it. When the nearest node a beam kept is such a hub (a(n) kHubRatio < a(q)),
-  // a second beam in Euclidean order (the rank order among points of equal depth) looks for the
-  // query's own depth, in construction (from that hub) and in search (from the node nearest in
-  // Euclidean terms that the first beam scored).
-  static constexpr float kHubRatio = 2.0f;
   static constexpr std::size_t kRepairBackups = 8;
   // The beam link_unfound probes with: the k of a top-10 search, the narrowest beam such a
   // search runs (FAISS's default ef is 16, ours 64).
   static constexpr std::size_t kProbeEf = 10;
-  // Whether s may give u its way down (see link_from_above): s lies at u's depth or shallower.
-  // Allowing sources up to kCoverRatio deeper, as the heuristic's stand-ins are, left the hash
-  // halves of the 100k hierarchy at recall@10 0.9936 / 0.9966 at ef=16; this rule took them
-  // to 1.000 / 0.9984 (benchmarks/BENCHMARKS.md, "Step 9").
+  // Whether s may give u its way down (see link_from_above): s lies at u's depth or shallower
+  // (a deeper source's few links point at its own crowd; docs/graph_walk.md).
   static bool from_above(const VectorStorage& storage, std::uint32_t s, std::uint32_t u) {
     return storage.rank_factor(s) <= storage.rank_factor(u);
   }
@@ -253,12 +261,18 @@ class HnswGraph {
                       : static_cast<std::size_t>(params_.M);
   }
   int draw_level(std::uint32_t slot) const;
-  // Keeps at most max_count of `candidates` (sorted ascending) by the heuristic, then refills
-  // with the nearest pruned ones up to `fill` links; when `passed_over` is given, writes there
-  // up to n_passed_over of the nearest candidates not kept (the rest stays as it was).
-  void select_neighbors(const VectorStorage& storage, std::vector<Candidate>& candidates,
-                        std::size_t max_count, std::size_t fill,
-                        std::uint32_t* passed_over = nullptr, std::size_t n_passed_over = 0) const;
+  // Keeps at most max_count of `candidates` ((delta to `base`, slot)) for base's list: up to
+  // max_count - n2 by the heuristic in the Poincaré order, then n2 = max_count / 2 (with the
+  // second order; else 0) among the rest by the heuristic in Euclidean order, each part refilled
+  // with its nearest pruned candidates. When `passed_over` is given, writes there up to
+  // n_passed_over of the nearest candidates not kept (the rest stays as it was). See
+  // hnsw_selection.cpp.
+  void select_neighbors(const VectorStorage& storage, std::uint32_t base,
+                        std::vector<Candidate>& candidates, std::size_t max_count,
+                        std::uint32_t* passed_over = nullptr,
+                        std::size_t n_passed_over = 0) const;
+  // Links `slot` on `level` to the neighbours chosen among scratch.selection (candidates) and
+  // adds the links back, re-selecting full lists; returns the nearest neighbour or kNone.
   std::uint32_t connect(const VectorStorage& storage, std::uint32_t slot, int level,
                         SearchScratch& scratch);
   // Walk of level 0 from `start`, marking the nodes it reaches nonzero in `reached`; returns how
@@ -269,24 +283,9 @@ class HnswGraph {
   // `replaced` to how many of them replaced an existing link (only those can orphan a node).
   std::size_t repair_round(const VectorStorage& storage, ScratchPool& scratch, ThreadPool& pool,
                            std::size_t& replaced);
-  void search_layer_concurrent(const VectorStorage& storage, const float* x, float ax,
-                               std::uint32_t entry, int level, std::size_t ef,
-                               SearchScratch& scratch);
-  // The beams' loops (construction / search), from the frontier and results in scratch, in
-  // order(n, l2).
-  template <typename Order>
-  void beam_concurrent(const VectorStorage& storage, const float* x, int level, std::size_t ef,
-                       SearchScratch& scratch, const Order& order);
-  template <typename Order>
-  void beam_level0(const VectorStorage& storage, const float* q, std::size_t ef,
-                   SearchScratch& scratch, const Order& order) const;
-  // Adds to scratch.results (the ef nearest of x on level 0, from search_layer_concurrent) the
-  // ef nearest by |x - n|^2 that a second beam in Euclidean order finds from the nearest of
-  // them, with their rank quantities.
-  void add_level0_l2_candidates(const VectorStorage& storage, const float* x, float ax,
-                                std::size_t ef, SearchScratch& scratch);
 
   HnswParams params_;
+  GraphSwitches switches_;
   double level_mult_;
   std::vector<std::int8_t> levels_;
   MappableArray<std::uint32_t> level0_;   // per slot: [count, 2M links], or a relocated head

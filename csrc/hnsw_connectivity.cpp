@@ -7,7 +7,7 @@
 #include "errors.h"
 #include "hnsw.h"
 #include "hnsw_links.h"
-#include "metric.h"
+#include "rank.h"
 
 namespace poincare {
 
@@ -93,15 +93,12 @@ std::size_t HnswGraph::link_from_above(const VectorStorage& storage, ThreadPool&
   // their out-neighbours above it. No beam search: a node whose neighbourhood holds no source
   // with room stays pending, and each full repair would search for it again.
   std::vector<std::vector<Candidate>> sources(pending.size());
-  const auto l2sq = metric::kernels().l2sq;
-  const std::size_t dim = storage.dim();
   pool.parallel_for(pending.size(), [&](std::size_t j, int) {
     const std::uint32_t u = pending[j];
-    const float* xu = storage.vector(u);
     auto& out = sources[j];
     auto consider = [&](std::uint32_t s) {
       if (s != u && from_above(storage, s, u))
-        out.push_back({l2sq(xu, storage.vector(s), dim) * storage.rank_factor(s), s});
+        out.push_back({pair_keys(storage, u, s)[0], s});
     };
     const std::uint32_t* l = links_at(u, 0);
     for (std::uint32_t i = 1; i <= l[0]; ++i) consider(l[i]);
@@ -214,8 +211,6 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
   std::vector<std::uint32_t> queue;
   auto flood = [&](std::uint32_t start) { flood_level0(start, reached, queue); };
   flood(entry_);
-  const auto l2sq = metric::kernels().l2sq;
-  const std::size_t dim = storage.dim();
   // Repair links go into the reserved slots past 2M, so nothing construction chose is evicted;
   // the next insertion that shrinks a list treats them like any other link.
   const std::size_t cap = max_links(0) + kRepairSlots;
@@ -230,14 +225,13 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
   auto nearest_two_hop_with_room = [&](std::uint32_t u) {
     std::uint32_t best = kNone;
     float best_d = std::numeric_limits<float>::infinity();
-    const float* xu = storage.vector(u);
     const std::uint32_t* out = links_at(u, 0);
     for (std::uint32_t i = 1; i <= out[0]; ++i) {
       const std::uint32_t* second = links_at(out[i], 0);
       for (std::uint32_t j = 1; j <= second[0]; ++j) {
         const std::uint32_t w = second[j];
         if (w == u || !reached[w] || !has_repair_room(w)) continue;
-        const float d = l2sq(xu, storage.vector(w), dim) * storage.rank_factor(w);
+        const float d = pair_keys(storage, u, w)[0];
         if (d < best_d) {
           best_d = d;
           best = w;
@@ -307,8 +301,7 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
         float best_d = -1.0f;
         for (std::uint32_t i = 1; i <= l[0]; ++i) {
           if (in_degree[l[i]] < in_degree[l[best]]) continue;
-          const float d =
-              l2sq(storage.vector(from), storage.vector(l[i]), dim) * storage.rank_factor(l[i]);
+          const float d = pair_keys(storage, from, l[i])[0];
           if (in_degree[l[i]] > in_degree[l[best]] || d > best_d) {
             best = i;
             best_d = d;
@@ -345,8 +338,6 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
 
 bool HnswGraph::link_new_nodes(const VectorStorage& storage,
                                const std::vector<std::uint32_t>& slots) {
-  const auto l2sq = metric::kernels().l2sq;
-  const std::size_t dim = storage.dim();
   const std::size_t cap = max_links(0) + kRepairSlots;
   for (const std::uint32_t v : slots) {
     if (v == entry_ || storage.is_deleted(v)) continue;
@@ -361,7 +352,7 @@ bool HnswGraph::link_new_nodes(const VectorStorage& storage,
       const std::uint32_t* lu = links_at(u, 0);
       linked = std::find(lu + 1, lu + 1 + lu[0], v) != lu + 1 + lu[0];
       if (!linked && lu[0] < cap) {
-        const float d = l2sq(storage.vector(v), storage.vector(u), dim) * storage.rank_factor(u);
+        const float d = pair_keys(storage, v, u)[0];
         if (d < best_d) {
           best_d = d;
           from = u;

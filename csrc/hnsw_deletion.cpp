@@ -5,7 +5,7 @@
 
 #include "errors.h"
 #include "hnsw.h"
-#include "metric.h"
+#include "rank.h"
 
 namespace poincare {
 
@@ -21,8 +21,6 @@ std::size_t HnswGraph::remove_nodes(const VectorStorage& storage,
                             ")");
     gone[s] = 1;
   }
-  const auto l2sq = metric::kernels().l2sq;
-  const std::size_t dim = storage.dim();
   // Every remaining node that links to a leaving one re-selects its list, with the heuristic,
   // among its other links and the leaving nodes' links: what it reached through them it now
   // reaches directly, so the graph around a deleted node stays as navigable as a fresh build
@@ -35,6 +33,7 @@ std::size_t HnswGraph::remove_nodes(const VectorStorage& storage,
     if (gone[s]) return;
     thread_local std::vector<std::uint32_t> ids;
     thread_local std::vector<Candidate> candidates;
+    thread_local std::vector<RankKeys<1>> keys;
     for (int lv = 0; lv <= levels_[s]; ++lv) {
       std::uint32_t* l = links_at(s, lv);
       const std::uint32_t count = l[0];
@@ -53,12 +52,12 @@ std::size_t HnswGraph::remove_nodes(const VectorStorage& storage,
       }
       std::sort(ids.begin(), ids.end());
       ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-      const float* xs = storage.vector(s);
-      const float as = storage.rank_factor(s);
+      keys.resize(ids.size());
+      PoincareRank<1>(storage, storage.vector(s), storage.rank_factor(s))
+          .score(ids.data(), ids.size(), keys.data());
       candidates.clear();
-      for (const std::uint32_t t : ids)
-        candidates.push_back({l2sq(xs, storage.vector(t), dim) * as * storage.rank_factor(t), t});
-      select_neighbors(storage, candidates, max_links(lv), max_links(lv));
+      for (std::size_t i = 0; i < ids.size(); ++i) candidates.push_back({keys[i][0], ids[i]});
+      select_neighbors(storage, s, candidates, max_links(lv));
       for (std::size_t i = 0; i < candidates.size(); ++i) l[1 + i] = candidates[i].second;
       l[0] = static_cast<std::uint32_t>(candidates.size());
       ++relinked[static_cast<std::size_t>(worker)];

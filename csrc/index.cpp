@@ -337,6 +337,16 @@ void HnswIndexCore::verify_structure() const {
   graph_->check_integrity(storage_.deleted_flags());
 }
 
+GraphSwitches HnswIndexCore::graph_switches() const {
+  std::shared_lock<WriterFirstMutex> g(rw_);
+  return graph_->switches();
+}
+
+void HnswIndexCore::set_graph_switches(const GraphSwitches& switches) {
+  std::unique_lock<WriterFirstMutex> g(rw_);
+  graph_->set_switches(switches);
+}
+
 GraphStats HnswIndexCore::check_integrity() const {
   std::shared_lock<WriterFirstMutex> g(rw_);
   if (graph_->nodes() != storage_.slots())

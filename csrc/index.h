@@ -56,9 +56,8 @@ class IndexCore {
   // Validates, then adds n points with the given ids (all or nothing) into `slots` (released
   // slots, then the next new ones, as plan_slots gives them: the caller wrote its columns
   // there; InvalidArgument otherwise), then runs finish_batch() (for HNSW: the connectivity
-  // repair). Repairing after every chunk of a long add, not once at the end, matters: nodes
-  // re-linked early are found as neighbours by later insertions (boundary-heavy GloVe, 400k:
-  // recall@10 at ef=32 0.963 against 0.927 with one repair).
+  // repair). The repair runs after every chunk of a long add, not once at the end: nodes
+  // re-linked early are found as neighbours by later insertions (docs/graph_walk.md).
   void add(const float* x, std::size_t n, const std::int64_t* ids, const std::uint32_t* slots);
   // k nearest per query (D float32 ascending, I ids; +inf / -1 padding). ef: beam width (HNSW).
   void search(const float* queries, std::size_t nq, std::size_t k, std::size_t ef, float* D,
@@ -177,6 +176,9 @@ class HnswIndexCore final : public IndexCore {
                                              bool mapped = false);
   const HnswParams& params() const { return graph_->params(); }
   GraphStats check_integrity() const;
+  GraphSwitches graph_switches() const;
+  // Takes effect for later adds and searches; waits for running ones.
+  void set_graph_switches(const GraphSwitches& switches);
   // Ids linked from `id` on `level` (empty above the node's level); KeyNotFound if unknown.
   std::vector<std::int64_t> neighbors(std::int64_t id, int level) const;
   void save(const std::string& vectors_path, const std::string& graph_path) const override;

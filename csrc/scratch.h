@@ -14,6 +14,17 @@ namespace poincare {
 // (rank quantity, slot)
 using Candidate = std::pair<float, std::uint32_t>;
 
+// A node in a walk's beam: its key in the beam's order, and its order-0 key (its rank).
+struct BeamEntry {
+  float key;
+  std::uint32_t slot;
+  float rank;
+  bool operator<(const BeamEntry& o) const { return key < o.key; }
+};
+
+// Most orders a walk ranks nodes in (see rank.h).
+constexpr int kMaxOrders = 2;
+
 // Grows a per-slot mark array to n_slots with 1/16 slack: a run of single-row adds reallocates
 // once per n/16 rows, and a built index keeps ~1 byte a slot per scratch, not a doubling's 2.
 template <typename T>
@@ -29,8 +40,10 @@ struct SearchScratch {
   // for a byte a slot where 16 bits took two).
   std::vector<std::uint8_t> visited;
   std::uint8_t epoch = 0;
-  std::vector<Candidate> frontier;   // min-heap by rank (stored negated in a max-heap)
-  std::vector<Candidate> results;    // max-heap by rank, at most ef entries
+  // Per order of a walk (see beam.h): the frontier, a min-heap by key (stored negated in a
+  // max-heap), and the beam, a max-heap by key.
+  std::vector<Candidate> frontiers[kMaxOrders];
+  std::vector<BeamEntry> beams[kMaxOrders];
   std::vector<std::uint32_t> links;  // copy of a link list read under its lock
   std::vector<Candidate> selection;
   std::vector<Candidate> pruned;         // re-selection of a full neighbour list
@@ -44,8 +57,10 @@ struct SearchScratch {
       std::fill(visited.begin(), visited.end(), 0);
       epoch = 1;
     }
-    frontier.clear();
-    results.clear();
+    for (int o = 0; o < kMaxOrders; ++o) {
+      frontiers[o].clear();
+      beams[o].clear();
+    }
   }
   bool seen(std::uint32_t slot) const { return visited[slot] == epoch; }
   void mark(std::uint32_t slot) { visited[slot] = epoch; }

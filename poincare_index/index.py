@@ -636,6 +636,22 @@ class PoincareIndex(_IndexBase):
         ``relocated_lists``: level-0 lists the repair moved to hold more than 2M links."""
         return dict(self._core.check_integrity())
 
+    def _graph_switches(self) -> dict[str, bool]:
+        """The graph's mechanisms that can be turned off (for tests and benchmarks, which
+        measure what each buys; docs/graph_walk.md): ``second_order``, ``cover_rule``."""
+        return dict(self._core.graph_switches())
+
+    def _set_graph_switches(self, **switches: bool) -> None:
+        """Turns the named mechanisms on or off for later adds and searches (not saved)."""
+        current = self._graph_switches()
+        for name, value in switches.items():
+            if name not in current:
+                raise ValueError(f"unknown graph switch {name!r}; choose from {sorted(current)}")
+            if not isinstance(value, bool):
+                raise TypeError(f"graph switch {name!r} must be a bool, got {type(value).__name__}")
+            current[name] = value
+        self._core.set_graph_switches(**current)
+
     def __repr__(self) -> str:
         return (
             f"PoincareIndex(dim={self.dim}, M={self.M}, ef_construction={self.ef_construction}, "

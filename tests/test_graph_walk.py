@@ -1,0 +1,98 @@
+"""The graph walk on the data family (tests/family.py, the fast version of benchmarks/families.py):
+every member finds its stored points and points a small step from them at the default ef, the
+second order is what finds them where the Poincaré order hides them behind shallower points, and
+the fused walk is the plain walk (docs/graph_walk.md)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import family
+import numpy as np
+import pytest
+from reference import brute_force, recall
+
+import poincare_index as pi
+
+N, N_QUERIES = 3000, 300
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+# Held-out recall@10 below 0.95 at the default ef on these (points spread over depths in 64-d:
+# shallow points are near everything in both orders); the issue's target, not met yet.
+OPEN = {("loguniform_depth", 64)}
+
+
+def _build(x: np.ndarray, **switches: bool) -> pi.PoincareIndex:
+    index = pi.PoincareIndex(x.shape[1], seed=0, num_threads=1)
+    if switches:
+        index._set_graph_switches(**switches)
+    index.add(x)
+    return index
+
+
+def _self_at_1(index: pi.PoincareIndex, x: np.ndarray, rows: np.ndarray) -> float:
+    _, I = index.search(x[rows], 1)
+    return float(np.mean(I[:, 0] == rows))
+
+
+def _cases() -> list:
+    out = []
+    for name in family.MEMBERS:
+        for dim in (16, 64):
+            open_case = (name, dim) in OPEN
+            marks = [pytest.mark.xfail(strict=True, reason="held-out recall@10 < 0.95")] if open_case else []
+            out.append(pytest.param(name, dim, marks=marks, id=f"{name}-{dim}"))
+    return out
+
+
+@pytest.mark.parametrize("name,dim", _cases())
+def test_every_member_finds_its_points_at_the_default_ef(name: str, dim: int) -> None:
+    x = family.member(name, N + N_QUERIES, dim)
+    base, held_out = x[:N], x[N:]
+    rows = np.random.default_rng(1).choice(N, N_QUERIES, replace=False)
+    near = family.near(base, rows)
+    index = _build(base)
+    assert index.check_integrity()["unreachable"] == 0
+    assert _self_at_1(index, base, rows) >= 0.99
+    _, ref_near = brute_force(base, near, 1)
+    _, I = index.search(near, 1)
+    assert np.mean(I[:, 0] == ref_near[:, 0]) >= 0.99
+    _, ref = brute_force(base, held_out, 10)
+    _, I = index.search(held_out, 10)
+    assert np.mean(I[:, 0] == ref[:, 0]) >= 0.94
+    assert recall(I, ref) >= 0.95
+
+
+@pytest.mark.parametrize("name,dim", [("uniform_ball", 64), ("gauss-s0.3", 64), ("tree-b4", 16)])
+def test_the_second_order_finds_what_the_poincare_order_hides(name: str, dim: int) -> None:
+    """Where |q - x|^2 concentrates the factor a(x) decides the Poincaré order and shallower
+    points are near everything: a walk in that order alone ends among them and misses stored
+    points (0.47 of them found on uniform_ball 64-d, 0.88 on gauss-s0.3, 0.92 on tree-b4 16-d)."""
+    base = family.member(name, N, dim)
+    rows = np.random.default_rng(1).choice(N, N_QUERIES, replace=False)
+    without = _self_at_1(_build(base, second_order=False), base, rows)
+    with_it = _self_at_1(_build(base), base, rows)
+    assert without <= 0.95
+    assert with_it >= 0.99
+
+
+@pytest.mark.parametrize("second_order", [True, False])
+def test_the_fused_walk_is_the_plain_walk(second_order: bool) -> None:
+    """With no decay and no depth bias the fused score is -distance: the fused search is the same
+    walk as the plain search (one template, one result handler more), so it returns the same ids."""
+    x = family.member("one_depth-r3", N + N_QUERIES, 32)
+    base, queries = x[:N], x[N:]
+    index = _build(base, second_order=second_order)
+    for ef in (10, 64):
+        _, plain = index.search(queries, 10, ef=ef)
+        fused = index.search_scored(queries, 10, ef=ef, at_time=NOW)
+        same = np.mean([set(a) == set(b) for a, b in zip(plain.tolist(), fused.ids.tolist())])
+        assert same >= 0.995, (ef, same)
+
+
+def test_graph_switches_are_checked() -> None:
+    index = pi.PoincareIndex(8)
+    assert index._graph_switches() == {"second_order": True, "cover_rule": True}
+    with pytest.raises(ValueError, match="unknown graph switch 'nope'"):
+        index._set_graph_switches(nope=True)
+    with pytest.raises(TypeError, match="must be a bool"):
+        index._set_graph_switches(second_order=1)
