@@ -335,17 +335,25 @@ PYBIND11_MODULE(_core, m) {
              py::dict d;
              d["second_order"] = w.second_order;
              d["cover_rule"] = w.cover_rule;
+             d["reachability"] = w.reachability;
+             d["ways_down"] = w.ways_down;
+             d["ways_in"] = w.ways_in;
              return d;
            })
       .def(
           "set_graph_switches",
-          [](HnswIndexCore& s, bool second_order, bool cover_rule) {
+          [](HnswIndexCore& s, bool second_order, bool cover_rule, bool reachability,
+             bool ways_down, bool ways_in) {
             GraphSwitches w;
             w.second_order = second_order;
             w.cover_rule = cover_rule;
+            w.reachability = reachability;
+            w.ways_down = ways_down;
+            w.ways_in = ways_in;
             s.set_graph_switches(w);
           },
-          py::arg("second_order"), py::arg("cover_rule"), py::call_guard<py::gil_scoped_release>())
+          py::arg("second_order"), py::arg("cover_rule"), py::arg("reachability"),
+          py::arg("ways_down"), py::arg("ways_in"), py::call_guard<py::gil_scoped_release>())
       .def("check_integrity", [](const HnswIndexCore& s) {
         const GraphStats st = s.check_integrity();
         py::dict d;

@@ -40,6 +40,14 @@ struct GraphSwitches {
   // The heuristic lets a kept neighbour stand in for a candidate only at about its depth
   // (kCoverRatio).
   bool cover_rule = true;
+  // The repair's steps (repair_after_add, repair_after_removal):
+  // every node reachable from the entry point on level 0 (repair_connectivity's rounds, and a
+  // small add's new nodes' own in-links in between);
+  bool reachability = true;
+  // every node linked from a node at its depth or shallower (link_from_above);
+  bool ways_down = true;
+  // every node linked from where a search for its own coordinates ends (link_unfound).
+  bool ways_in = true;
 };
 
 // Counters of a structural check (see HnswGraph::check_integrity).
@@ -97,6 +105,22 @@ class HnswGraph {
   const GraphSwitches& switches() const { return switches_; }
   // Not concurrent with anything else on the graph.
   void set_switches(const GraphSwitches& switches) { switches_ = switches; }
+
+  // ---- the repair: one unit with two entry points (hnsw_repair.cpp); each step a switch ----
+  // After inserting `slots`: the full repair_connectivity once the rows added since the last
+  // one reach 1/kRepairEvery of the graph (or a new node found no in-link), else only the new
+  // nodes' own in-links (link_new_nodes); then link_unfound(slots). Returns the links added.
+  // Not concurrent with insert() or search().
+  std::size_t repair_after_add(const VectorStorage& storage,
+                               const std::vector<std::uint32_t>& slots, ScratchPool& scratch,
+                               ThreadPool& pool);
+  // After remove_nodes(): repair_connectivity, then link_unfound over every live node (most
+  // lost an in-link). Returns the links added. Not concurrent with insert() or search().
+  std::size_t repair_after_removal(const VectorStorage& storage, ScratchPool& scratch,
+                                   ThreadPool& pool);
+  // The full repair walks every level-0 list (O(n M)): after an add it runs once the rows added
+  // since the last one reach 1/kRepairEvery of the graph (every bulk chunk does).
+  static constexpr std::size_t kRepairEvery = 64;
 
   // Makes every node reachable from the entry point on level 0: each unreachable node gets an
   // in-link from its nearest reachable node (its own nearest out-neighbour that is reachable,
@@ -286,6 +310,7 @@ class HnswGraph {
 
   HnswParams params_;
   GraphSwitches switches_;
+  std::size_t rows_since_repair_ = 0;  // rows added since the last full repair
   double level_mult_;
   std::vector<std::int8_t> levels_;
   MappableArray<std::uint32_t> level0_;   // per slot: [count, 2M links], or a relocated head

@@ -174,12 +174,12 @@ std::size_t HnswGraph::repair_connectivity(const VectorStorage& storage, Scratch
                                            ThreadPool& pool) {
   // Ways down first: they only append links, so the reachability rounds below still see
   // every link they could replace.
-  std::size_t total = link_from_above(storage, pool);
+  std::size_t total = switches_.ways_down ? link_from_above(storage, pool) : 0;
   // A replaced link can orphan a node that only unreachable nodes pointed at, so repeat until
   // a round replaces nothing: a round that only appended links left every node reachable (each
   // pending node got an in-link from a reached one), and checking that again costs a full
   // walk of the graph per added chunk.
-  for (int round = 0; round < 8; ++round) {
+  for (int round = 0; switches_.reachability && round < 8; ++round) {
     std::size_t replaced = 0;
     const std::size_t added = repair_round(storage, scratch, pool, replaced);
     total += added;

@@ -391,33 +391,14 @@ void HnswIndexCore::release_deleted(bool due) {
   {
     std::lock_guard<std::mutex> g(pool_mutex_);
     graph_->remove_nodes(storage_, gone, *pool_);
-    // Re-selected lists can leave a node without an in-link a walk from the entry reaches.
-    graph_->repair_connectivity(storage_, scratch_, *pool_);
-    // ... or without the link a beam came in by: most nodes lost an in-link (5 % of the
-    // nodes leaving, each with 2M out-links), so every remaining one is probed (a churned
-    // half tree had 2 -> 16 -> 39 -> 51 nodes its own search missed, one round per release).
-    std::vector<std::uint32_t> remaining;
-    remaining.reserve(storage_.slots() - gone.size());
-    for (std::uint32_t s = 0; s < storage_.slots(); ++s)
-      if (!storage_.is_deleted(s)) remaining.push_back(s);
-    graph_->link_unfound(storage_, remaining, scratch_, *pool_);
+    graph_->repair_after_removal(storage_, scratch_, *pool_);
   }
   storage_.release(gone);
 }
 
 void HnswIndexCore::finish_batch(const std::vector<std::uint32_t>& slots) {
   std::lock_guard<std::mutex> g(pool_mutex_);
-  rows_since_repair_ += slots.size();
-  // A chat loop adds one row at a time: a full walk per add made each add O(n). A small batch
-  // links its own orphans (a new node no neighbour kept a back-link to) and leaves the nodes
-  // its pruning may have orphaned to the next full repair, at most n/64 rows later.
-  if (rows_since_repair_ * kRepairEvery >= graph_->nodes() ||
-      !graph_->link_new_nodes(storage_, slots)) {
-    graph_->repair_connectivity(storage_, scratch_, *pool_);
-    rows_since_repair_ = 0;
-  }
-  // Reachable now; findable too: one search per new row (a small part of its insertion).
-  graph_->link_unfound(storage_, slots, scratch_, *pool_);
+  graph_->repair_after_add(storage_, slots, scratch_, *pool_);
 }
 
 void HnswIndexCore::fused_search_one(const FusedScorer& scorer, const FusedParams& params,

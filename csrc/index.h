@@ -199,11 +199,6 @@ class HnswIndexCore final : public IndexCore {
                         std::size_t k, std::size_t ef, std::vector<ScoredHit>& out) override;
 
  private:
-  // The full repair walks every level-0 list (O(n M), ~25 ms at 100k nodes): it runs once the
-  // rows added since the last one reach 1/kRepairEvery of the graph (every bulk chunk does);
-  // smaller batches only make sure each new node has an in-link (HnswGraph::link_new_nodes).
-  static constexpr std::size_t kRepairEvery = 64;
-  std::size_t rows_since_repair_ = 0;
   std::unique_ptr<HnswGraph> graph_;
   ScratchPool scratch_;
 };

@@ -638,7 +638,8 @@ class PoincareIndex(_IndexBase):
 
     def _graph_switches(self) -> dict[str, bool]:
         """The graph's mechanisms that can be turned off (for tests and benchmarks, which
-        measure what each buys; docs/graph_walk.md): ``second_order``, ``cover_rule``."""
+        measure what each buys; docs/graph_walk.md): ``second_order``, ``cover_rule`` and the
+        repair's steps ``reachability``, ``ways_down``, ``ways_in``."""
         return dict(self._core.graph_switches())
 
     def _set_graph_switches(self, **switches: bool) -> None:
