@@ -143,8 +143,9 @@ std::uint32_t greedy_descent(ReaderAt&& reader_at, const VectorStorage& storage,
 // than ef[o] nodes or its key o beats the beam's worst. The orders take turns expanding their
 // nearest frontier node; an order whose nearest is past its full beam's worst is done until a
 // node scored by another order enters its frontier again; the walk ends when every order is done.
-// Every node is scored once (one visited mark for all orders) and offered to the handler once,
-// so with one order this is the HNSW search, and with two it costs the union of both walks.
+// Every node is scored once (one visited mark for all orders), offered to the handler once and
+// expanded at most once, so with one order this is the HNSW search, and with two it costs the
+// union of both walks.
 // Leaves the beams in scratch.beams[o] (heaps by key, worst on top).
 template <typename Reader, typename Rank, typename Handler>
 void beam_walk(const Reader& reader, const VectorStorage& storage, const Rank& rank,
@@ -211,8 +212,11 @@ void beam_walk(const Reader& reader, const VectorStorage& storage, const Rank& r
       }
       std::pop_heap(frontier.begin(), frontier.end());
       frontier.pop_back();
-      expand(c.second);
       progressed = true;
+      // A node good in both orders sits in both frontiers; its second expansion would score
+      // nothing new (one node enters one order's frontier once, so one order needs no check).
+      if (N > 1 && !scratch.first_expansion(c.second)) continue;
+      expand(c.second);
     }
   }
 }

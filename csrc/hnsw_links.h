@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <vector>
 
-
 namespace poincare::hnsw_detail {
 
 inline void prefetch(const void* p) { __builtin_prefetch(p, 0, 3); }

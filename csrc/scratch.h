@@ -35,9 +35,9 @@ void grow_marks(std::vector<T>& marks, std::size_t n_slots) {
 }
 
 struct SearchScratch {
-  // visited[slot] == epoch marks slot as seen in the current search; bumping the epoch clears
-  // all marks in O(1) (a full reset when the 8-bit counter wraps: one memset per 255 searches,
-  // for a byte a slot where 16 bits took two).
+  // visited[slot] == epoch marks slot as seen in the current walk, epoch + 1 as seen and
+  // expanded; moving the epoch on by two clears all marks in O(1) (a full reset when the 8-bit
+  // counter runs out: one memset per 126 walks, for a byte a slot where 16 bits took two).
   std::vector<std::uint8_t> visited;
   std::uint8_t epoch = 0;
   // Per order of a walk (see beam.h): the frontier, a min-heap by key (stored negated in a
@@ -53,17 +53,28 @@ struct SearchScratch {
 
   void begin(std::size_t n_slots) {
     grow_marks(visited, n_slots);
-    if (++epoch == 0) {
+    if (epoch == 0 || epoch >= 252) {
       std::fill(visited.begin(), visited.end(), 0);
       epoch = 1;
+    } else {
+      epoch += 2;
     }
     for (int o = 0; o < kMaxOrders; ++o) {
       frontiers[o].clear();
       beams[o].clear();
     }
   }
-  bool seen(std::uint32_t slot) const { return visited[slot] == epoch; }
+  bool seen(std::uint32_t slot) const {
+    return static_cast<std::uint8_t>(visited[slot] - epoch) < 2;
+  }
+  // Marks an unseen slot seen.
   void mark(std::uint32_t slot) { visited[slot] = epoch; }
+  // True the first time a seen slot is asked about in this walk (and marks it expanded).
+  bool first_expansion(std::uint32_t slot) {
+    if (visited[slot] != epoch) return false;
+    visited[slot] = static_cast<std::uint8_t>(epoch + 1);
+    return true;
+  }
 
   // Slots scored in the current fused query, kept apart from the visited marks: one query may
   // walk the graph more than once (each walk starts with begin()) and scan time buckets, and a
