@@ -32,8 +32,9 @@ class Level0Reader {
   }
   // Starts fetching the list of `slot` (a cache miss of its own, read when it is expanded).
   void prefetch(std::uint32_t slot) const {
-    hnsw_detail::prefetch(graph_.level0_list(slot));
-    hnsw_detail::prefetch(graph_.level0_list(slot) + 16);
+    const std::uint32_t* l = graph_.level0_list(slot);
+    hnsw_detail::prefetch(l);
+    hnsw_detail::prefetch(l + 16);
   }
 
  private:

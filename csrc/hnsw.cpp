@@ -125,6 +125,7 @@ const std::uint32_t* HnswGraph::links_at(std::uint32_t slot, int level) const {
   if (level == 0) return level0_list(slot);
   return upper_.data() + upper_offset(slot) + static_cast<std::size_t>(level - 1) * upper_stride();
 }
+
 std::uint32_t HnswGraph::connect(const VectorStorage& storage, std::uint32_t slot, int level,
                                  SearchScratch& scratch) {
   auto& selected = scratch.selection;

@@ -33,9 +33,9 @@ struct HnswParams {
 // The graph's mechanisms, each of which can be turned off to measure what it buys (see
 // docs/graph_walk.md). Not saved: a loaded graph runs with the defaults.
 struct GraphSwitches {
-  // Level-0 lists also hold links chosen in Euclidean order, and level-0 walks keep a second
-  // beam in that order (rank.h): the order among points at one depth, which the Poincaré order
-  // hides behind shallower points.
+  // Lists (every level) keep half their links chosen in Euclidean order, and level-0 walks keep
+  // a second beam in that order (rank.h): the order among points at one depth, which the
+  // Poincaré order hides behind shallower points.
   bool second_order = true;
   // The heuristic lets a kept neighbour stand in for a candidate only at about its depth
   // (kCoverRatio).
