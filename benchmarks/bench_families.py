@@ -62,9 +62,14 @@ class Results:
     skipped: list[str] = field(default_factory=list)
 
 
-def build(fam: families.Family, M: int, ef_construction: int, threads: int) -> tuple[pi.PoincareIndex, float]:
-    """The index over ``fam.points`` (ids = row numbers) and its build time in seconds."""
+def build(
+    fam: families.Family, M: int, ef_construction: int, threads: int, switches: dict[str, bool] | None = None
+) -> tuple[pi.PoincareIndex, float]:
+    """The index over ``fam.points`` (ids = row numbers) and its build time in seconds, with the
+    graph's mechanisms set by ``switches`` (see ``PoincareIndex._set_graph_switches``)."""
     index = pi.PoincareIndex(fam.dim, M=M, ef_construction=ef_construction, seed=0, num_threads=threads)
+    if switches:
+        index._set_graph_switches(**switches)
     t0 = time.perf_counter()
     index.add(fam.points)
     return index, time.perf_counter() - t0
@@ -122,7 +127,7 @@ def measure(
         truths = truths_by_metric[metric]
     adapter = None
     if CONTENDERS[contender] is None:
-        index, build_s = build(fam, args.M, args.ef_construction, args.threads)
+        index, build_s = build(fam, args.M, args.ef_construction, args.threads, parse_switches(args.switch))
 
         def find(q: F32, k: int, ef: Any) -> I64:
             return index.search(q, k, ef)[1]
@@ -227,6 +232,17 @@ def jobs(names: list[str], dims: list[int]) -> list[tuple[str, int]]:
     return out
 
 
+def parse_switches(items: list[str]) -> dict[str, bool]:
+    """``name=on|off`` items of ``--switch`` as a dict."""
+    out: dict[str, bool] = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        if value not in ("on", "off"):
+            raise SystemExit(f"--switch takes name=on or name=off, got {item!r}")
+        out[name] = value == "on"
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--families", nargs="+", default=families.family_names(), choices=families.family_names())
@@ -244,6 +260,13 @@ def main(argv: list[str] | None = None) -> int:
         help="engines to run on each member (default: ours); hnswlib is scored against L2 truth",
     )  # fmt: skip
     ap.add_argument("--target", type=float, default=0.95, help="recall@10 of the QPS summary")
+    ap.add_argument(
+        "--switch",
+        action="append",
+        default=[],
+        metavar="NAME=on|off",
+        help="one of our graph switches on/off: second_order, cover_rule, reachability, ways_down, ways_in",
+    )
     ap.add_argument("--out", default=os.path.join(HERE, "results", "families.json"))
     args = ap.parse_args(argv)
     settings = {k: v for k, v in vars(args).items() if k != "out"}
