@@ -73,8 +73,6 @@ class DecayProgram {
   bool empty() const { return terms_.empty() && log_future_weight_ == 0.0; }
   bool uses_window() const { return uses_window_; }
   std::int64_t at_us() const { return at_us_; }
-  // The latest stamp that still counts as existing at the query time.
-  std::int64_t horizon_us() const { return horizon_us_; }
   // log w of `row`; rows stamped after the query time (beyond the tolerance) get
   // log(future_weight), with or without terms. 0 when empty().
   double log_weight(const TimeColumns& columns, std::size_t row) const;

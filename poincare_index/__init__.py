@@ -8,6 +8,9 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from . import _core
 from ._core import IndexFormatError
 from ._interrupts import InconsistentStateError
@@ -26,8 +29,10 @@ from .faiss_surface import SearchParameters
 from .geometry import BALL_MARGIN, depth, distance, expmap0, logmap0, project
 from .index import PoincareFlatIndex, PoincareIndex
 from .io import read_index, write_index
-from .memory import AsyncMemory, Memory, Result, Session, StoreLockedError
 from .scored import ScoredResults
+
+if TYPE_CHECKING:
+    from .memory import AsyncMemory, Memory, Result, Session, StoreLockedError
 
 __version__ = "0.1.0"
 
@@ -68,3 +73,21 @@ __all__ = [
 def kernel_name() -> str:
     """The SIMD kernel family chosen for this CPU at import ("avx512", "avx2" or "portable")."""
     return str(_core.kernel_name())
+
+
+# The memory layer (and its keyword engine) loads on first use: ``import poincare_index`` for the
+# index alone stays light.
+_LAZY = {name: ".memory" for name in ("Memory", "AsyncMemory", "Result", "Session", "StoreLockedError")}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -11,13 +11,9 @@ stored as the int64 extremes under Arrow's nulls). ``access_count`` is the one m
 from __future__ import annotations
 
 import os
-import threading
-import time
-import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,151 +23,14 @@ import pyarrow.ipc as ipc
 from numpy.typing import NDArray
 
 from . import _core, _time
+from ._durable import file_crc32
 from ._lazy_column import ROW_NUMBER, LazyColumn
+from ._metadata import RESERVED_COLUMNS, check_metadata_times, concat_metadata, merge_small_chunks, null_table
+from ._rwlock import ReadWriteLock
 
 __all__ = ["ColumnStore", "RESERVED_COLUMNS", "TIME_TYPE"]
 
 TIME_TYPE = pa.timestamp("us", tz="UTC")
-RESERVED_COLUMNS = ("id", "t", "valid_from", "valid_until", "access_count")
-
-
-class _ReadWriteLock:
-    """Many readers (searches) or one writer (growing the arrays). A waiting writer goes first:
-    searches that arrive after it wait, so a stream of searches cannot starve an add.
-
-    Reads nest: a thread that already reads (or writes) may read again without waiting (a filter
-    callable that looks a memory up during a search). Taking the write lock while reading would
-    wait forever, so it raises instead."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._readers = 0
-        self._writer: int | None = None  # the writing thread's ident
-        self._writers_waiting = 0
-        self._readers_waiting = 0
-        self._local = threading.local()
-
-    # Both context managers take the lock inside their try: a KeyboardInterrupt that Python
-    # raises right after the lock is taken (at the condition's exit, a call) still releases it.
-    @contextmanager
-    def reading(self) -> Iterator[None]:
-        me = threading.get_ident()
-        depth = getattr(self._local, "depth", 0)
-        held = False
-        try:
-            with self._cond:
-                if depth == 0 and self._writer != me:
-                    self._readers_waiting += 1
-                    try:
-                        while self._writer is not None or self._writers_waiting:
-                            self._cond.wait()
-                    finally:
-                        self._readers_waiting -= 1
-                        self._cond.notify_all()  # a writer in let_readers_in() waits for this
-                self._readers += 1
-                held = True
-            self._local.depth = depth + 1
-            yield
-        finally:
-            self._local.depth = depth
-            if held:
-                with self._cond:
-                    self._readers -= 1
-                    if self._readers == 0:
-                        self._cond.notify_all()
-
-    @contextmanager
-    def writing(self) -> Iterator[None]:
-        if getattr(self._local, "depth", 0):
-            raise RuntimeError(
-                "a write was started while this thread is reading (e.g. a filter callable that "
-                "adds or deletes during a search); do it after the read returns"
-            )
-        held = False
-        try:
-            with self._cond:
-                self._writers_waiting += 1
-                try:
-                    while self._writer is not None or self._readers:
-                        self._cond.wait()
-                finally:
-                    self._writers_waiting -= 1
-                self._writer = threading.get_ident()
-                held = True
-            yield
-        finally:
-            if held:
-                with self._cond:
-                    self._writer = None
-                    self._cond.notify_all()
-
-    def let_readers_in(self, timeout: float = 0.05) -> None:
-        """Between two writes of one long job (a retention run's chunks): waits, up to ``timeout``
-        seconds, until the readers waiting now have entered. Without it the writing thread takes
-        the lock again before a woken reader runs, and searches wait for the whole job."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while self._readers_waiting and self._writer is None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return
-                self._cond.wait(left)
-
-
-def metadata_table(metadata: Any, n: int) -> pa.Table | None:
-    """A dict of columns or a pyarrow Table with n rows -> pa.Table (None for None)."""
-    if metadata is None:
-        return None
-    if isinstance(metadata, pa.Table):
-        table = metadata
-    elif isinstance(metadata, Mapping):
-        cols = {}
-        for name, values in metadata.items():
-            if not isinstance(name, str) or not name:
-                raise TypeError(f"metadata column names must be non-empty strings, got {name!r}")
-            try:
-                if isinstance(values, (pa.Array, pa.ChunkedArray)):
-                    cols[name] = values  # Arrow data: a timestamp without a zone is UTC
-                elif _holds_datetimes(values):
-                    cols[name] = _time.datetimes_to_arrow(list(values))  # naive = local time
-                else:
-                    cols[name] = pa.array(values)
-            except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-                raise TypeError(f"metadata column {name!r} cannot be stored: {exc}") from None
-        table = pa.table(cols) if cols else None
-        if table is None:
-            return None
-    else:
-        raise TypeError(
-            f"metadata must be a dict of columns or a pyarrow.Table, got {type(metadata).__name__}"
-        )
-    for name in table.column_names:
-        if name in RESERVED_COLUMNS:
-            raise ValueError(f"metadata column {name!r} clashes with a built-in column")
-    # Dictionary-encoded columns are stored decoded: batches with different dictionaries would
-    # otherwise be concatenated into chunks the IPC writer refuses at save.
-    for i, field in enumerate(table.schema):
-        if pa.types.is_dictionary(field.type):
-            table = table.set_column(i, field.name, table.column(i).cast(field.type.value_type))
-    if len(set(table.column_names)) != len(table.column_names):
-        raise ValueError("metadata has duplicate column names")
-    check_metadata_times(table)
-    if table.num_rows != n:
-        raise ValueError(f"metadata has {table.num_rows} rows, expected {n} (one per row of x)")
-    return table
-
-
-def _holds_datetimes(values: Any) -> bool:
-    """Whether a Python sequence of metadata values holds datetime objects (and None only)."""
-    if isinstance(values, np.ndarray) and values.dtype != object:
-        return False
-    try:
-        items = list(values)
-    except TypeError:
-        return False
-    return any(isinstance(v, datetime) for v in items) and all(
-        v is None or isinstance(v, datetime) for v in items
-    )
 
 
 @dataclass(frozen=True)
@@ -201,7 +60,7 @@ class ColumnStore:
         self._valid_from = LazyColumn("valid_from", np.int64, _time.OPEN_START)
         self._valid_until = LazyColumn("valid_until", np.int64, _time.OPEN_END)
         self._access = LazyColumn("access_count", np.uint32, 0)
-        self._lock = _ReadWriteLock()
+        self._lock = ReadWriteLock()
         # (rows sorted, their buckets, rows in the view, the view with the newer rows in front)
         self._buckets: tuple[int, tuple[NDArray[Any], ...], int, tuple[NDArray[Any], ...]] | None = None
 
@@ -353,7 +212,7 @@ class ColumnStore:
         meta = None
         if meta_before is not None:
             kept = meta_before.slice(0, start)
-            meta = pa.concat_tables([kept, _null_table(kept.schema, m)]).combine_chunks()
+            meta = pa.concat_tables([kept, null_table(kept.schema, m)]).combine_chunks()
         self._rows = _Rows(n, meta)
         self._buckets = None
 
@@ -401,19 +260,12 @@ class ColumnStore:
         self, at: NDArray[np.int64], reused: NDArray[np.int64], metadata: pa.Table | None, m: int
     ) -> pa.Table:
         """The metadata with rows ``at`` replaced by rows ``reused`` of the batch's metadata."""
-        base = self._meta if self._meta is not None else _null_table(metadata.schema, self._n)
-        batch = metadata if metadata is not None else _null_table(base.schema, m)
-        both = _concat_metadata(base, batch.take(pa.array(reused)))
+        base = self._meta if self._meta is not None else null_table(metadata.schema, self._n)
+        batch = metadata if metadata is not None else null_table(base.schema, m)
+        both = concat_metadata(base, batch.take(pa.array(reused)))
         order = np.arange(self._n, dtype=np.int64)
         order[at] = self._n + np.arange(at.shape[0])
         return both.take(pa.array(order))
-
-    def truncate(self, n: int) -> None:
-        """Drops rows from n on (undoes an append the core then refused)."""
-        if n < self._n:
-            meta = self._meta.slice(0, n) if self._meta is not None else None
-            self._rows = _Rows(n, meta)
-            self._buckets = None
 
     def _merged_metadata(self, metadata: pa.Table | None, m: int) -> pa.Table | None:
         """The metadata after appending m rows: columns missing on either side are null there."""
@@ -421,9 +273,9 @@ class ColumnStore:
             return None
         if self._meta is None and self._n == 0:
             return metadata
-        old = self._meta if self._meta is not None else _null_table(metadata.schema, self._n)
-        new = metadata if metadata is not None else _null_table(old.schema, m)
-        return _merge_small_chunks(_concat_metadata(old, new))
+        old = self._meta if self._meta is not None else null_table(metadata.schema, self._n)
+        new = metadata if metadata is not None else null_table(old.schema, m)
+        return merge_small_chunks(concat_metadata(old, new))
 
     # ---- reading ------------------------------------------------------------------------
     @contextmanager
@@ -686,95 +538,6 @@ class ColumnStore:
         return store
 
 
-# Time-typed metadata is read back as datetime objects (results, to_pylist, the inspector):
-# values outside what datetime holds (years 1..9999) are refused where they come in.
-_DATETIME_MIN_US = -62_135_596_800_000_000  # 0001-01-01T00:00:00Z
-_DATETIME_MAX_US = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999Z
-
-
-def check_metadata_times(table: pa.Table) -> None:
-    """ValueError naming a timestamp or date metadata column with a value outside years 1..9999."""
-    import pyarrow.compute as pc
-
-    per_unit = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 0}  # ns: always inside the range
-    for field in table.schema:
-        typ = field.type
-        if pa.types.is_timestamp(typ):
-            us_per, raw = per_unit[typ.unit], pa.int64()
-        elif pa.types.is_date32(typ):
-            us_per, raw = 86_400_000_000, pa.int32()
-        elif pa.types.is_date64(typ):
-            us_per, raw = 1_000, pa.int64()
-        else:
-            continue
-        if not us_per:
-            continue
-        column = table.column(field.name).cast(raw)
-        bounds = pc.min_max(column)
-        lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
-        if lo is not None and (lo * us_per < _DATETIME_MIN_US or hi * us_per > _DATETIME_MAX_US):
-            first, last = -(-_DATETIME_MIN_US // us_per), _DATETIME_MAX_US // us_per  # in the unit
-            row = pc.index(pc.or_(pc.less(column, first), pc.greater(column, last)), True).as_py()
-            raise ValueError(
-                f"metadata column {field.name!r} row {row} holds a time outside the years 1..9999"
-            )
-
-
-def _merge_small_chunks(table: pa.Table) -> pa.Table:
-    """The table with its trailing chunks merged while a chunk is no larger than twice the one
-    after it, so n appends leave O(log n) chunks (each row copied O(log n) times in all). One
-    chunk per append made every ``take`` of search results walk thousands of chunks (0.3-2 ms
-    per search at 100,000 rows added in batches)."""
-    batches = table.to_batches()
-    if len(batches) < 2:
-        return table
-    merged = False
-    while len(batches) >= 2 and batches[-2].num_rows <= 2 * batches[-1].num_rows:
-        tail = pa.Table.from_batches(batches[-2:], schema=table.schema).combine_chunks()
-        batches[-2:] = tail.to_batches() or [pa.RecordBatch.from_pylist([], schema=table.schema)]
-        merged = True
-    return pa.Table.from_batches(batches, schema=table.schema) if merged else table
-
-
-def _null_table(schema: pa.Schema, rows: int) -> pa.Table:
-    """``rows`` rows of nulls with the given columns and types."""
-    return pa.table({field.name: pa.nulls(rows, type=field.type) for field in schema})
-
-
-def _concat_metadata(old: pa.Table, new: pa.Table) -> pa.Table:
-    """``old``'s rows then ``new``'s, a column missing on one side null there. A column holds one
-    type: integers on one side and floats on the other become float64 on both (an integer
-    outside +-2**53 is refused), as ``memory.rows.metadata_columns`` does within a batch; any
-    other difference is a ValueError naming the column and both types."""
-    was = {field.name: field.type for field in old.schema}
-    for name, typ in zip(new.schema.names, new.schema.types):
-        before = was.get(name)
-        if before is None or before == typ or pa.types.is_null(before) or pa.types.is_null(typ):
-            continue
-        kinds = {
-            "int" if pa.types.is_integer(t) else "float" if pa.types.is_floating(t) else t
-            for t in (before, typ)
-        }
-        if kinds != {"int", "float"}:
-            raise ValueError(
-                f"metadata does not match the existing columns: {name!r} holds {before} values, the new "
-                f"rows give {typ} (one key takes one type; integers widen to float64)"
-            )
-        try:
-            old, new = (
-                t.set_column(t.schema.get_field_index(name), name, t[name].cast(pa.float64()))
-                for t in (old, new)
-            )
-        except pa.ArrowInvalid as exc:
-            raise ValueError(
-                f"metadata {name!r} mixes integers and floats, which share a float64 column: {exc}"
-            ) from None
-    try:
-        return pa.concat_tables([old, new], promote_options="default")
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise ValueError(f"metadata does not match the existing columns: {exc}") from None
-
-
 def _nullable_time(values: NDArray[np.int64], open_value: int) -> pa.Array:
     n = values.shape[0]
     is_open = values == open_value
@@ -784,14 +547,6 @@ def _nullable_time(values: NDArray[np.int64], open_value: int) -> pa.Array:
     return pa.Array.from_buffers(
         TIME_TYPE, n, [pa.py_buffer(validity), pa.py_buffer(values)], null_count=int(is_open.sum())
     )
-
-
-def file_crc32(path: Path) -> int:
-    crc = 0
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            crc = zlib.crc32(chunk, crc)
-    return crc
 
 
 def check_window(valid_from: NDArray[np.int64], valid_until: NDArray[np.int64]) -> None:

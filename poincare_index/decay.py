@@ -160,10 +160,6 @@ class DecayPolicy:
         """(kind, p0, p1) terms whose log weights add up to this policy's (for the C++ core)."""
         raise NotImplementedError
 
-    def max_log_weight(self) -> float:
-        """An upper bound of log w over all points (0: some point may weigh 1)."""
-        return 0.0
-
     def _log_bound(self, min_age_hours: float, max_access_count: float) -> float:
         """An upper bound of log w over points at least ``min_age_hours`` old with at most
         ``max_access_count`` accesses (see :func:`log_weight_bound`), from the terms: every

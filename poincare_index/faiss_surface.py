@@ -15,10 +15,10 @@ import pyarrow as pa
 from numpy.typing import ArrayLike, NDArray
 
 from ._validation import as_finite_float, as_id, as_matrix, as_positive_int, check_result_size
-from .columns import RESERVED_COLUMNS
+from .columns import RESERVED_COLUMNS, ColumnStore
 
 if TYPE_CHECKING:
-    from .index import _IndexBase
+    from ._index_base import IndexBase
 
 __all__ = ["SearchParameters", "FaissSurface"]
 
@@ -52,7 +52,7 @@ def resolve_params(params: Any, ef: int | None, filters: Any) -> tuple[int | Non
 class FaissSurface:
     """Mixin of the FAISS-compatible calls; relies on the index's core, columns and locks."""
 
-    # Provided by _IndexBase.
+    # Provided by IndexBase.
     _core: Any
     _columns: Any
     _write_lock: Any
@@ -82,8 +82,6 @@ class FaissSurface:
         construction. Settings (dimension, curvature, M, ef_construction, ef_search, seed,
         threads) stay. A search running meanwhile sees the index before or after, never a mix
         that could fail: the core only returns points its columns cover."""
-        from .columns import ColumnStore
-
         with self._write_lock:
             core = self._new_core()
             self._core, self._columns = core, ColumnStore()
@@ -154,14 +152,12 @@ class FaissSurface:
         ids = np.arange(start, start + int(n), dtype=np.int64)
         return self._core.reconstruct_batch(ids)  # type: ignore[no-any-return]
 
-    def merge_from(self, other: _IndexBase, add_id: int = 0) -> None:
+    def merge_from(self, other: IndexBase, add_id: int = 0) -> None:
         """Moves every point of ``other`` (either index kind, same dimension and curvature) into
         this index, as FAISS does: ids kept (plus ``add_id``), their columns (times, validity,
         access counts, metadata) with them, then removed from ``other``. All or nothing: an id
         already here is a ValueError before anything changes."""
-        from .index import _IndexBase
-
-        if not isinstance(other, _IndexBase):
+        if not isinstance(other, FaissSurface):
             raise TypeError(f"other must be a PoincareIndex or PoincareFlatIndex, got {type(other).__name__}")
         if other is self:
             raise ValueError("cannot merge an index into itself")

@@ -39,7 +39,6 @@ __all__ = ["compile_filter", "day_numbers", "FIELD_OPERATORS", "LOGICAL_OPERATOR
 
 FIELD_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists", "$not")
 LOGICAL_OPERATORS = ("$and", "$or", "$not")
-TIME_COLUMNS = ("t", "valid_from", "valid_until")
 _COMPARE = {"$gt": pc.greater, "$gte": pc.greater_equal, "$lt": pc.less, "$lte": pc.less_equal}
 
 

@@ -23,7 +23,7 @@ from .decay import (
 from .filters import compile_filter
 
 if TYPE_CHECKING:
-    from .index import _IndexBase
+    from ._index_base import IndexBase
 
 __all__ = ["ScoredResults"]
 
@@ -48,7 +48,7 @@ class ScoredResults:
 
 
 def allowed_rows(
-    index: _IndexBase, filters: Any
+    index: IndexBase, filters: Any
 ) -> tuple[NDArray[np.uint8] | None, NDArray[np.uint32] | None, NDArray[np.int64] | None]:
     """(mask for the traversal, or slots for an exact scan, and the ids per slot the filter was
     evaluated for) of a filter; all None for none.
@@ -69,7 +69,7 @@ def allowed_rows(
 
 
 def run_scored(
-    index: _IndexBase,
+    index: IndexBase,
     q: ArrayLike,
     k: int,
     ef: int,

@@ -246,9 +246,9 @@ def test_a_long_job_of_writes_lets_waiting_readers_in_between_them():
     import threading
     import time
 
-    from poincare_index.columns import _ReadWriteLock
+    from poincare_index._rwlock import ReadWriteLock
 
-    lock = _ReadWriteLock()
+    lock = ReadWriteLock()
     order = []
     reader_waiting = threading.Event()
 

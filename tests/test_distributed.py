@@ -148,7 +148,7 @@ def test_save_load_and_crafted_manifests_are_refused(stamped_data, tmp_path):
     manifest.write_text(json.dumps(doc))  # checksum no longer matches
     with pytest.raises(pi.IndexFormatError, match="checksum"):
         ShardedIndex.load(tmp_path / "ix")
-    from poincare_index.memory.store import write_json_atomic
+    from poincare_index._durable import write_json_atomic
 
     two = doc["shards"]  # as saved: each shard in shard-<number>-<seq>
     assert [e["dir"] for e in two] == [f"shard-{e['number']}-{e['seq']}" for e in two]

@@ -288,7 +288,7 @@ def test_a_checkpoint_whose_new_log_fails_to_set_up_keeps_writing_where_readers_
     m = _memory(tmp_path / "s")
     m.add("one", id="1")
     m.add("two", id="2")
-    _fail_first_call(log_module, "_fsync_dir", OSError(5, "EIO on the directory's fsync"))
+    _fail_first_call(log_module, "fsync_dir", OSError(5, "EIO on the directory's fsync"))
     with pytest.raises(OSError):
         m.checkpoint()
     m.add("three", id="3")

@@ -110,9 +110,9 @@ def test_corrupted_files_are_refused(built, tmp_path):
             role = "vectors" if target.name.startswith("vectors") else "graph"
             manifest["files"][role]["size"] = keep
             body = {k: v for k, v in manifest.items() if k != "checksum"}
-            from poincare_index.io import _manifest_checksum
+            from poincare_index._durable import json_checksum
 
-            manifest["checksum"] = _manifest_checksum(body)
+            manifest["checksum"] = json_checksum(body)
             (path / MANIFEST).write_text(json.dumps(manifest))
             with pytest.raises(pi.IndexFormatError):
                 pi.read_index(path)
@@ -181,12 +181,12 @@ def test_a_save_after_a_failed_first_save_to_a_new_path_succeeds(tmp_path, monke
     index = pi.PoincareIndex(4)
     index.add(np.full((5, 4), 0.1, dtype=np.float32))
     target = tmp_path / "new"
-    import poincare_index.io as io_mod
+    import poincare_index._durable as durable
 
     def killed(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(io_mod.os, "replace", killed)  # dies at the manifest's rename
+    monkeypatch.setattr(durable.os, "replace", killed)  # dies at the manifest's rename
     with pytest.raises(KeyboardInterrupt):
         index.save(target)
     monkeypatch.undo()

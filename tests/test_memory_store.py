@@ -398,7 +398,7 @@ def test_a_checkpoint_killed_midway_never_costs_the_live_snapshot(tmp_path, monk
 
 @pytest.mark.parametrize("name", ["../../x", "snap-0000000000000001-zz", 5, None])
 def test_current_naming_anything_but_a_snapshot_is_refused(tmp_path, name):
-    from poincare_index.memory.store import write_json_atomic
+    from poincare_index._durable import write_json_atomic
 
     path = tmp_path / "store"
     mem = Memory(path=path)

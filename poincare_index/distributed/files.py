@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import _core, _time
 from .._validation import as_positive_int
+from ._ray_support import import_ray
 from .routing import HashRoute, TimeRoute, shard_of
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ def save(index: ShardedIndex, path: str) -> None:
     answered: each answered save becomes its shard's restore point at once (with the write log
     trimmed to what the file does not hold), whatever the other shards do. Directories no
     manifest or restore point names are deleted after the manifest is written."""
-    from ..memory.store import write_json_atomic
+    from .._durable import write_json_atomic
 
     root = Path(os.path.abspath(path))  # the shards' working directories are not the driver's
     root.mkdir(parents=True, exist_ok=True)
@@ -65,7 +66,7 @@ def save(index: ShardedIndex, path: str) -> None:
 
 
 def load(cls: type[ShardedIndex], path: str, **kwargs: Any) -> ShardedIndex:
-    from ..memory.store import read_json_checked
+    from .._durable import read_json_checked
 
     root = Path(os.path.abspath(path))
     doc = read_json_checked(root / "sharded.json", "the sharded index manifest")
@@ -189,9 +190,7 @@ def from_dataset(
     pass over the dataset first, to open the shards of its time ranges. A bad batch fails the
     build with its error (ValueError naming the row or id); batches already routed stay added.
     With a ``checkpoint_path`` the build is saved there before it returns."""
-    from .sharded import _ray
-
-    _ray()
+    import_ray()
     from ray.data import Dataset
 
     if not isinstance(ds, Dataset):

@@ -38,8 +38,8 @@ from ..memory.memory import Memory
 from ..memory.mirror import mirror
 from ..memory.session import Session, session_id_or_new
 from ..memory.store import valid_namespace
+from ._ray_support import as_seconds, import_ray
 from .routing import shard_of
-from .sharded import _ray, _seconds
 from .slots import ShardUnavailableError, own_exception
 
 __all__ = ["MemoryService", "RemoteMemory", "RemoteSession"]
@@ -120,7 +120,7 @@ class MemoryService:
         call_timeout: float = 60.0,
         **memory_options: Any,
     ) -> None:
-        ray = _ray()
+        ray = import_ray()
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
         self._hosts = as_positive_int(hosts, "hosts")
@@ -136,7 +136,7 @@ class MemoryService:
         self._path = None if path is None else str(Path(path).absolute())
         if self._path is not None:
             Path(self._path).mkdir(parents=True, exist_ok=True)
-        self._timeout = _seconds(call_timeout, "call_timeout")
+        self._timeout = as_seconds(call_timeout, "call_timeout")
         options = {"num_cpus": 1, "max_concurrency": 4, **(actor_options or {})}
         if "max_restarts" in options:
             raise ValueError("MemoryService chooses max_restarts itself (restarted with a path, not without)")
@@ -189,7 +189,7 @@ class MemoryService:
         and ends the host actors. Idempotent."""
         if self._closed:
             return
-        ray = _ray()
+        ray = import_ray()
         self._closed = True
         refs = [a.close.remote() for a in self._actors]
         try:
@@ -219,7 +219,7 @@ class MemoryService:
     def _get(self, host: int, name: str | None, what: str, ref: Any) -> Any:
         """The answer of one remote call: the Memory's own exception as itself; a dead or
         silent host as ShardUnavailableError naming it (and the namespace)."""
-        ray = _ray()
+        ray = import_ray()
         where = f"memory host {host}" + ("" if name is None else f" (namespace {name!r})")
         try:
             return ray.get(ref, timeout=self._timeout)

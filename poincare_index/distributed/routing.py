@@ -12,8 +12,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .. import _time
+from .._metadata import metadata_table
 from .._validation import as_ids, as_matrix
-from ..columns import check_window, metadata_table
+from ..columns import check_window
 
 __all__ = ["shard_of", "TimeBuckets", "CheckedRows", "check_add"]
 

@@ -23,7 +23,6 @@ from numpy.typing import ArrayLike, NDArray
 
 from .. import _core, _time
 from .._validation import (
-    as_finite_float,
     as_flag,
     as_id,
     as_ids,
@@ -34,6 +33,7 @@ from .._validation import (
 from ..decay import DEFAULT_FUTURE_TOLERANCE, DEFAULT_FUTURE_WEIGHT, DecayPolicy, check_future_tolerance
 from ..geometry import _curvature
 from . import files
+from ._ray_support import as_seconds, import_ray
 from .compiled import CompiledFanout
 from .pruning import ScoreBound
 from .results import ShardedScoredResults, ShardedSearchResult, merge_scored
@@ -44,23 +44,6 @@ __all__ = ["ShardedIndex", "ShardUnavailableError", "shard_of"]
 
 _KINDS = ("hnsw", "flat")
 _PARTITIONS = ("hash", "time")
-
-
-def _ray() -> Any:
-    try:
-        import ray
-    except ImportError as exc:
-        raise ImportError(
-            'poincare_index.distributed needs Ray: pip install ".[ray]" (from a checkout of poincare_index)'
-        ) from exc
-    return ray
-
-
-def _seconds(value: Any, name: str) -> float:
-    seconds = as_finite_float(value, name)
-    if seconds <= 0:
-        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
-    return seconds
 
 
 class ShardedIndex:
@@ -136,8 +119,7 @@ class ShardedIndex:
 
         self._probe = PoincareFlatIndex(self._dim, self._options["curvature"], num_threads=1)
         self._write_lock = threading.RLock()
-        self._actor_options = dict(actor_options or {})
-        ray = _ray()
+        ray = import_ray()
         from ._shard import Shard
 
         remote = ray.remote(Shard)
@@ -148,8 +130,8 @@ class ShardedIndex:
             return remote.remote(kind, self._dim, self._options, path, seq)
 
         self._set = ShardSet(
-            make_actor, call_timeout=_seconds(call_timeout, "call_timeout"),
-            restore_timeout=_seconds(restore_timeout, "restore_timeout"),
+            make_actor, call_timeout=as_seconds(call_timeout, "call_timeout"),
+            restore_timeout=as_seconds(restore_timeout, "restore_timeout"),
             recover=self._checkpoint is not None, write_lock=self._write_lock,
         )  # fmt: skip
         if _restored is not None:
@@ -199,7 +181,7 @@ class ShardedIndex:
     @staticmethod
     def _widened(schema: Any, new: Any, given: str = "the new rows give") -> Any:
         """``schema`` with ``new``'s columns by the rule of a local index and a Memory (see
-        ``columns._concat_metadata``): integers and floats under one key widen to float64, a null
+        ``_metadata.concat_metadata``): integers and floats under one key widen to float64, a null
         column takes the other type; any other mix is a ValueError naming the key and both types."""
         import pyarrow as pa
 
@@ -395,7 +377,7 @@ class ShardedIndex:
             if not old:
                 return 0
             dropped = int(sum(self._call(old, "ntotal")))
-            ray = _ray()
+            ray = import_ray()
             self._set.slots = [s for s in self._set.slots if s not in old]
             for slot in old:  # a search that copied the list before still reaches them: retired
                 slot.retired = True

@@ -18,7 +18,6 @@ from .graph import as_relations
 __all__ = ["DEFAULT_WORDNET_DIR", "mammals", "noun_edges", "noun_closure", "subtree_closure"]
 
 DEFAULT_WORDNET_DIR = "/usr/share/wordnet"
-MAMMAL = "mammal.n.01"
 
 
 def _wordnet_dir(path: str | os.PathLike[str] | None) -> Path:

@@ -19,8 +19,10 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from .. import _time
+from .._index_base import IndexBase
 from ..decay import DEFAULT_FUTURE_WEIGHT, DecayPolicy, HalfLife
-from ..index import _IndexBase
+from ..io import read_index
+from ..memory import Memory
 from ..memory.rows import times_as_datetime64
 
 __all__ = ["StoreView", "open_store", "PROJECTION", "TIME_LAYOUT", "LAYOUTS", "choose_layout"]
@@ -142,10 +144,8 @@ class StoreView:
     """The data behind the page for a Memory (or a saved index, without texts)."""
 
     def __init__(self, source: Any, *, touch: bool = False, decay: DecayPolicy | None = None) -> None:
-        from ..memory import Memory
-
         self.memory = source if isinstance(source, Memory) else None
-        self._bare_index: _IndexBase | None = None if self.memory is not None else source
+        self._bare_index: IndexBase | None = None if self.memory is not None else source
         self.touch = bool(touch)
         self.decay = self.memory.decay if self.memory is not None else decay
         self.future_weight = (
@@ -158,7 +158,7 @@ class StoreView:
         self.refresh()
 
     @property
-    def index(self) -> _IndexBase:
+    def index(self) -> IndexBase:
         """The index now (a Memory replaces its index when it compacts)."""
         if self.memory is not None:
             return self.memory.index
@@ -399,9 +399,6 @@ def open_store(
 ) -> StoreView:
     """A StoreView of a Memory store (its root or a namespace directory) or of a saved index
     directory. Missing or corrupt stores raise FileNotFoundError / IndexFormatError."""
-    from ..io import read_index
-    from ..memory import Memory
-
     root = Path(path)
     if not root.exists():
         raise FileNotFoundError(f"no store at {root}")

@@ -317,7 +317,7 @@ class PoincareVectorStore(VectorStore):
         there refuses it (StoreLockedError); this store's own ``path`` is checkpointed."""
         import shutil
 
-        from ..io import _fsync_dir
+        from .._durable import fsync_dir
         from ..memory.store import NamespaceDir
 
         mem = self._memory
@@ -345,7 +345,7 @@ class PoincareVectorStore(VectorStore):
                 except BaseException:
                     retired.rename(old.dir)
                     raise
-                _fsync_dir(target)
+                fsync_dir(target)
             finally:
                 old.unlock()
             shutil.rmtree(retired)

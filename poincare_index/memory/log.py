@@ -28,7 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._core import IndexFormatError
-from ..io import _fsync_dir
+from .._durable import fsync_dir
 
 __all__ = ["LogWriter", "read_log", "LOG_MAGIC", "LOG_VERSION"]
 
@@ -117,7 +117,7 @@ class LogWriter:
             if fsync or not exists:
                 os.fsync(self._fd)
             if not exists:  # the new file's name must survive a power loss too
-                _fsync_dir(path.parent)
+                fsync_dir(path.parent)
         except BaseException:
             # A new log that is not set up goes again: while it exists, a reader takes it as
             # where the records after its first sequence number are (the old log would be

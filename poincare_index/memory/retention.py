@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import _time
-from ..io import _fsync_dir
+from .._durable import fsync_dir
 
 __all__ = ["DELETE_CHUNK_ROWS", "Retention", "archive_path", "run_retention", "write_parquet_durably"]
 
@@ -34,7 +34,7 @@ def write_parquet_durably(table: pa.Table, path: Path) -> None:
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -119,7 +119,7 @@ def make_batch(
 def metadata_columns(metas: list[dict[str, Any]]) -> pa.Table | None:
     """Rows of metadata -> a table (missing keys null). One key holds one type: ints widen to
     float64 when the key also holds floats (as against the stored columns, see
-    ``columns._concat_metadata``); any other mix is a ValueError naming the key and both types."""
+    ``_metadata.concat_metadata``); any other mix is a ValueError naming the key and both types."""
     keys: list[str] = []
     for m in metas:
         keys.extend(k for k in m if k not in keys)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import json
 import os
 import re
 import secrets
@@ -36,11 +35,11 @@ import pyarrow as pa
 
 from .._checked import checked_dict, checked_float, checked_int, checked_str, checked_table
 from .._core import IndexFormatError
-from ..columns import file_crc32
+from .._durable import file_crc32, fsync_dir, read_json_checked, write_json_atomic
 from ..decay import check_future_weight
 from ..embed import HashingEmbedder, MiniLMEmbedder
 from ..index import PoincareIndex
-from ..io import _fsync_dir, _manifest_checksum, read_index, write_index
+from ..io import read_index, write_index
 from .codec import CustomDecayNeeded, policy_from_json
 
 __all__ = ["StoreLockedError", "NamespaceDir", "valid_namespace"]
@@ -69,32 +68,6 @@ def valid_namespace(name: Any) -> str:
             "(not starting with '.' or '-')"
         )
     return name
-
-
-def write_json_atomic(path: Path, body: dict[str, Any]) -> None:
-    doc = dict(body, checksum=_manifest_checksum(body))
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def read_json_checked(path: Path, what: str) -> dict[str, Any]:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise IndexFormatError(f"{path}: {what} is missing") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise IndexFormatError(f"{path}: {what} is unreadable: {exc!r}") from None
-    if not isinstance(doc, dict) or "checksum" not in doc:
-        raise IndexFormatError(f"{path}: {what} has no checksum")
-    stored = doc.pop("checksum")
-    if stored != _manifest_checksum(doc):
-        raise IndexFormatError(f"{path}: {what} fails its checksum (corrupted)")
-    return doc
 
 
 class NamespaceDir:
@@ -245,7 +218,7 @@ class NamespaceDir:
             {"seq": seq, "rows": len(mids), "rows_crc32": file_crc32(tmp / "rows.arrow")},
         )
         os.replace(tmp, final)
-        _fsync_dir(self.dir)
+        fsync_dir(self.dir)
         write_json_atomic(self.dir / "CURRENT", {"snapshot": name, "seq": seq, "epoch": epoch})
         return name
 

@@ -93,7 +93,7 @@ class UsageCounter:
 
 
 def load_usage(directory: Path) -> UsageCounter:
-    from .store import read_json_checked
+    from .._durable import read_json_checked
 
     path = directory / "usage.json"
     if not path.exists():  # a new store, or one written before step 7
@@ -102,6 +102,6 @@ def load_usage(directory: Path) -> UsageCounter:
 
 
 def save_usage(directory: Path, counter: UsageCounter) -> None:
-    from .store import write_json_atomic
+    from .._durable import write_json_atomic
 
     write_json_atomic(directory / "usage.json", counter.to_json())

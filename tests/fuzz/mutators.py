@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from poincare_index.io import _manifest_checksum
+from poincare_index._durable import json_checksum
 from poincare_index.memory.log import _FILE_HEADER, LOG_MAGIC, LOG_VERSION, read_log
 
 INTERESTING_INTS = [0, 1, -1, 2, 3, 7, 255, 256, 2**16, 2**31 - 1, 2**31, 2**32 - 1, 2**32,
@@ -56,7 +56,7 @@ class Case:
 def _write_json(path: Path, doc: Any, checksum: bool) -> None:
     if checksum and isinstance(doc, dict):
         doc = {k: v for k, v in doc.items() if k != "checksum"}
-        doc["checksum"] = _manifest_checksum(doc)
+        doc["checksum"] = json_checksum(doc)
     if path.is_file():  # an earlier step may have replaced it by a directory
         path.write_text(json.dumps(doc), encoding="utf-8")
 

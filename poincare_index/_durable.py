@@ -1,0 +1,70 @@
+"""Durable small files: fsync of a folder, CRC-32 of a file, JSON documents written atomically
+with a checksum inside and read back checked. Shared by the saved index, the Memory store and
+the sharded index's files (one place, so every format gets the same crash behaviour)."""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from pathlib import Path
+from typing import Any
+
+from ._core import IndexFormatError
+
+__all__ = ["fsync_dir", "file_crc32", "json_checksum", "write_json_atomic", "read_json_checked"]
+
+
+def fsync_dir(path: Path) -> None:
+    """Flushes a folder's entries (a rename or a new file in it) to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def file_crc32(path: Path) -> int:
+    """CRC-32 of a whole file, read in 1 MiB pieces."""
+    crc = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            crc = zlib.crc32(chunk, crc)
+    return crc
+
+
+def json_checksum(body: dict[str, Any]) -> int:
+    """CRC-32 of a JSON document in its canonical form (sorted keys, no spaces)."""
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    return zlib.crc32(canonical)
+
+
+def write_json_atomic(path: Path, body: dict[str, Any], *, indent: int = 1, tmp: Path | None = None) -> None:
+    """Writes ``body`` plus its ``checksum`` to ``path`` so that a crash leaves the old file or the
+    new one: written beside (``tmp``, default ``<name>.tmp``), fsynced, renamed over, the folder
+    fsynced."""
+    doc = dict(body, checksum=json_checksum(body))
+    tmp = path.with_name(path.name + ".tmp") if tmp is None else tmp
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=indent, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def read_json_checked(path: Path, what: str) -> dict[str, Any]:
+    """The document :func:`write_json_atomic` wrote, without its checksum; IndexFormatError naming
+    ``what`` when it is missing, unreadable, not an object or fails its checksum."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise IndexFormatError(f"{path}: {what} is missing") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise IndexFormatError(f"{path}: {what} is unreadable: {exc!r}") from None
+    if not isinstance(doc, dict) or "checksum" not in doc:
+        raise IndexFormatError(f"{path}: {what} has no checksum")
+    stored = doc.pop("checksum")
+    if stored != json_checksum(doc):
+        raise IndexFormatError(f"{path}: {what} fails its checksum (corrupted)")
+    return doc
