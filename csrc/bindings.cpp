@@ -9,6 +9,7 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "access_counts.h"
@@ -71,11 +72,17 @@ std::vector<DecayTerm> decay_terms(const DoubleArray& terms) {
   return out;
 }
 
-// Views of the time columns; a valid_from, valid_until or access_count of None is a column the
-// index has not allocated (every row holds the default) and becomes a null pointer.
-TimeColumns time_columns(const Int64Array& t, const std::optional<Int64Array>& valid_from,
-                         const std::optional<Int64Array>& valid_until,
-                         std::optional<UInt32Array>& access_count) {
+// The time columns as ColumnStore.buffers() hands them over: (t, valid_from, valid_until,
+// access_count); a valid_from, valid_until or access_count of None is a column the index has not
+// allocated (every row holds the default) and becomes a null pointer.
+using TimeColumnArrays = std::tuple<Int64Array, std::optional<Int64Array>, std::optional<Int64Array>,
+                                    std::optional<UInt32Array>>;
+
+TimeColumns time_columns(TimeColumnArrays& arrays) {
+  const Int64Array& t = std::get<0>(arrays);
+  const std::optional<Int64Array>& valid_from = std::get<1>(arrays);
+  const std::optional<Int64Array>& valid_until = std::get<2>(arrays);
+  std::optional<UInt32Array>& access_count = std::get<3>(arrays);
   const std::size_t rows = length_of(t);
   if ((valid_from && length_of(*valid_from) != rows) ||
       (valid_until && length_of(*valid_until) != rows) ||
@@ -84,6 +91,21 @@ TimeColumns time_columns(const Int64Array& t, const std::optional<Int64Array>& v
   return {t.data(), valid_from ? valid_from->data() : nullptr,
           valid_until ? valid_until->data() : nullptr,
           access_count ? access_count->mutable_data() : nullptr, rows};
+}
+
+// The slots in time order as ColumnStore.time_buckets() gives them: (order, starts, t_min, t_max,
+// max_access), checked against each other.
+using TimeBucketArrays =
+    std::tuple<SlotArray, Int64Array, Int64Array, Int64Array, UInt32Array>;
+
+TimeBuckets time_buckets(const TimeBucketArrays& arrays, std::size_t scan_budget) {
+  const auto& [order, starts, t_min, t_max, max_access] = arrays;
+  const std::size_t nb = length_of(t_min);
+  if (length_of(starts) != nb + 1 || length_of(t_max) != nb || length_of(max_access) != nb ||
+      static_cast<std::size_t>(starts.data()[nb]) != length_of(order))
+    throw InvalidArgument("time bucket arrays disagree in length");
+  return {order.data(), starts.data(),     t_min.data(), t_max.data(),
+          max_access.data(), nb, scan_budget};
 }
 
 template <typename Core>
@@ -172,24 +194,15 @@ void bind_common(py::class_<Core>& cls) {
              return py::make_tuple(D, I);
            })
       .def("search_scored",
-           [](Core& self, const FloatArray& q, std::size_t k, std::size_t ef, double depth_bias,
-              double time_coef, const DoubleArray& terms, std::int64_t at_us, double future_weight,
-              std::int64_t future_tolerance_us, std::optional<Int64Array> t,
-              std::optional<Int64Array> valid_from, std::optional<Int64Array> valid_until,
-              std::optional<UInt32Array> access_count, std::optional<ByteArray> allowed,
-              std::optional<SlotArray> allowed_slots, bool touch,
-              std::optional<SlotArray> bucket_order, std::optional<Int64Array> bucket_starts,
-              std::optional<Int64Array> bucket_t_min, std::optional<Int64Array> bucket_t_max,
-              std::optional<UInt32Array> bucket_max_access, std::size_t scan_budget,
-              std::optional<Int64Array> expected_ids) {
+           [](Core& self, const FloatArray& q, std::size_t k, std::size_t ef, const ScoreSpec& spec,
+              std::optional<TimeColumnArrays> columns, std::optional<ByteArray> allowed,
+              std::optional<SlotArray> allowed_slots, std::optional<Int64Array> expected_ids,
+              bool touch, std::optional<TimeBucketArrays> buckets, std::size_t scan_budget) {
              const std::size_t nq = rows_of(q, self.dim(), "query");
              typename Core::ScoredQuery sq;
-             sq.params.depth_bias = depth_bias;
-             sq.params.time_coef = time_coef;
-             sq.params.decay =
-                 DecayProgram(decay_terms(terms), at_us, future_weight, future_tolerance_us);
-             if (t) {
-               sq.params.columns = time_columns(*t, valid_from, valid_until, access_count);
+             sq.params.score = spec;
+             if (columns) {
+               sq.params.columns = time_columns(*columns);
                sq.params.eligible_slots = sq.params.columns.rows;
              }
              if (allowed) {
@@ -205,19 +218,7 @@ void bind_common(py::class_<Core>& cls) {
                sq.params.expected_ids = expected_ids->data();
                sq.params.n_expected_ids = length_of(*expected_ids);
              }
-             if (bucket_order) {
-               if (!bucket_starts || !bucket_t_min || !bucket_t_max || !bucket_max_access)
-                 throw InvalidArgument("time buckets need all five arrays");
-               const std::size_t nb = length_of(*bucket_t_min);
-               if (length_of(*bucket_starts) != nb + 1 || length_of(*bucket_t_max) != nb ||
-                   length_of(*bucket_max_access) != nb ||
-                   static_cast<std::size_t>(bucket_starts->data()[nb]) != length_of(*bucket_order))
-                 throw InvalidArgument("time bucket arrays disagree in length");
-               sq.params.buckets = {
-                   bucket_order->data(), bucket_starts->data(),     bucket_t_min->data(),
-                   bucket_t_max->data(), bucket_max_access->data(), nb,
-                   scan_budget};
-             }
+             if (buckets) sq.params.buckets = time_buckets(*buckets, scan_budget);
              py::array_t<std::int64_t> ids({nq, k});
              py::array_t<double> scores({nq, k}), dist({nq, k}), depths({nq, k}), logw({nq, k});
              typename Core::ScoredOutput out{ids.mutable_data(), scores.mutable_data(),
@@ -303,6 +304,21 @@ PYBIND11_MODULE(_core, m) {
     }
   });
 
+  // A fused search's scoring, built once per call from the decay terms ((n, 3) rows [kind, p0,
+  // p1]), the query time and the two coefficients; DecayProgram checks the terms.
+  py::class_<ScoreSpec>(m, "ScoreSpec")
+      .def(py::init([](const DoubleArray& terms, std::int64_t at_us, double future_weight,
+                       std::int64_t future_tolerance_us, double depth_bias, double time_coef) {
+             return ScoreSpec{
+                 DecayProgram(decay_terms(terms), at_us, future_weight, future_tolerance_us),
+                 depth_bias, time_coef};
+           }),
+           py::arg("terms"), py::arg("at_us"), py::arg("future_weight"),
+           py::arg("future_tolerance_us"), py::arg("depth_bias"), py::arg("time_coef"))
+      .def_readonly("depth_bias", &ScoreSpec::depth_bias)
+      .def_readonly("time_coef", &ScoreSpec::time_coef)
+      .def_property_readonly("at_us", [](const ScoreSpec& s) { return s.decay.at_us(); });
+
   py::class_<FlatIndexCore> flat(m, "FlatIndexCore");
   flat.def(py::init<std::size_t, double, int>(), py::arg("dim"), py::arg("curvature"),
            py::arg("num_threads"))
@@ -385,24 +401,19 @@ PYBIND11_MODULE(_core, m) {
   });
   // The C++ evaluation of a policy on rows of the time columns (keyword and hybrid search, and
   // the tests against the numpy reference).
-  m.def(
-      "decay_log_weights_of_rows",
-      [](const DoubleArray& terms, std::int64_t at_us, double future_weight,
-         std::int64_t future_tolerance_us, const Int64Array& t,
-         const std::optional<Int64Array>& valid_from, const std::optional<Int64Array>& valid_until,
-         std::optional<UInt32Array> access_count, const Int64Array& rows) {
-        const DecayProgram program(decay_terms(terms), at_us, future_weight, future_tolerance_us);
-        const TimeColumns columns = time_columns(t, valid_from, valid_until, access_count);
-        const std::size_t n = length_of(rows);
-        py::array_t<double> out(static_cast<py::ssize_t>(n));
-        double* po = out.mutable_data();
-        const std::int64_t* pr = rows.data();
-        {
-          py::gil_scoped_release nogil;
-          log_weights_of_rows(program, columns, pr, n, po);
-        }
-        return out;
-      });
+  m.def("decay_log_weights_of_rows",
+        [](const ScoreSpec& spec, TimeColumnArrays columns, const Int64Array& rows) {
+          const TimeColumns view = time_columns(columns);
+          const std::size_t n = length_of(rows);
+          py::array_t<double> out(static_cast<py::ssize_t>(n));
+          double* po = out.mutable_data();
+          const std::int64_t* pr = rows.data();
+          {
+            py::gil_scoped_release nogil;
+            log_weights_of_rows(spec.decay, view, pr, n, po);
+          }
+          return out;
+        });
   m.def("sum_postings",
         [](const Int64Array& indptr, const py::array_t<std::int32_t, py::array::c_style>& indices,
            const py::array_t<float, py::array::c_style>& data, std::size_t n_docs,
@@ -432,13 +443,9 @@ PYBIND11_MODULE(_core, m) {
           return py::make_tuple(out_rows, out_sums);
         });
   m.def("rank_with_time_term",
-        [](const DoubleArray& terms, std::int64_t at_us, double future_weight,
-           std::int64_t future_tolerance_us, const Int64Array& t,
-           const std::optional<Int64Array>& valid_from,
-           const std::optional<Int64Array>& valid_until, std::optional<UInt32Array> access_count,
-           const Int64Array& rows, const DoubleArray& relevance, double time_coef, std::size_t k) {
-          const DecayProgram program(decay_terms(terms), at_us, future_weight, future_tolerance_us);
-          const TimeColumns columns = time_columns(t, valid_from, valid_until, access_count);
+        [](const ScoreSpec& spec, TimeColumnArrays columns, const Int64Array& rows,
+           const DoubleArray& relevance, std::size_t k) {
+          const TimeColumns view = time_columns(columns);
           const std::size_t n = length_of(rows);
           if (length_of(relevance) != n)
             throw InvalidArgument("rows and relevance differ in length");
@@ -450,7 +457,7 @@ PYBIND11_MODULE(_core, m) {
           const double* prel = relevance.data();
           {
             py::gil_scoped_release nogil;
-            rank_with_time_term(program, columns, pr, prel, n, time_coef, k, pk, pt);
+            rank_with_time_term(spec.decay, view, pr, prel, n, spec.time_coef, k, pk, pt);
           }
           return py::make_tuple(keys, top);
         });

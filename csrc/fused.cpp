@@ -70,10 +70,10 @@ ScoredHit FusedScorer::exact(std::uint32_t slot) const {
                        a_q_ * storage_.factor(slot);
   h.distance = metric::distance_from_delta(delta, storage_.curvature());
   h.depth = depth_of(slot);
-  h.log_weight = params_.decay.log_weight(params_.columns, slot);
+  h.log_weight = params_.score.decay.log_weight(params_.columns, slot);
   h.score = -h.distance;
-  if (params_.depth_bias != 0.0) h.score += params_.depth_bias * h.depth;
-  if (params_.time_coef != 0.0) h.score += params_.time_coef * h.log_weight;
+  if (params_.score.depth_bias != 0.0) h.score += params_.score.depth_bias * h.depth;
+  if (params_.score.time_coef != 0.0) h.score += params_.score.time_coef * h.log_weight;
   return h;
 }
 
@@ -86,9 +86,9 @@ double FusedScorer::distance_of_rank(float rank) const {
 
 double FusedScorer::time_term(std::uint32_t slot) const {
   double s = 0.0;
-  if (params_.depth_bias != 0.0) s += params_.depth_bias * depth_of(slot);
-  if (params_.time_coef != 0.0)
-    s += params_.time_coef * params_.decay.log_weight(params_.columns, slot);
+  if (params_.score.depth_bias != 0.0) s += params_.score.depth_bias * depth_of(slot);
+  if (params_.score.time_coef != 0.0)
+    s += params_.score.time_coef * params_.score.decay.log_weight(params_.columns, slot);
   return s;
 }
 
@@ -102,8 +102,8 @@ double FusedScorer::distance_lower_bound(float rank) const {
 
 float FusedScorer::rank_limit(double score) const {
   constexpr float kInfF = std::numeric_limits<float>::infinity();
-  if (!params_.has_bound() || !(score > kNegInf)) return kInfF;
-  const double beta = params_.depth_bias;
+  if (!params_.score.has_bound() || !(score > kNegInf)) return kInfF;
+  const double beta = params_.score.depth_bias;
   // A point at distance d scores at most -(1 - beta) d + beta depth(q) (beta > 0), else -d;
   // that bound is <= score  <=>  d >= d_min.
   const double d_min = beta > 0.0 ? (beta * depth_q_ - score) / (1.0 - beta) : -score;
@@ -195,18 +195,18 @@ namespace {
 void time_pass(const FusedScorer& scorer, const VectorStorage& storage, const float* q,
                SearchScratch& scratch, Collector& collector) {
   constexpr std::int64_t kProbeRows = 32;
-  const FusedParams& p = scorer.params();
-  const TimeBuckets& b = p.buckets;
-  if (b.n_buckets == 0 || p.decay.empty() || !p.has_bound() || p.time_coef <= 0.0) return;
+  const TimeBuckets& b = scorer.params().buckets;
+  const ScoreSpec& spec = scorer.params().score;
+  if (b.n_buckets == 0 || spec.decay.empty() || !spec.has_bound() || spec.time_coef <= 0.0) return;
   // score <= beta depth(q) - (1 - beta) d + tau log w <= beta depth(q) + tau log w (beta > 0).
-  const double head = p.depth_bias > 0.0 ? p.depth_bias * scorer.query_depth() : 0.0;
+  const double head = spec.depth_bias > 0.0 ? spec.depth_bias * scorer.query_depth() : 0.0;
   thread_local std::vector<std::pair<double, std::size_t>> bounds;
   bounds.clear();
   std::size_t rows = 0;
   const double kth = collector.kth();
   for (std::size_t i = 0; i < b.n_buckets; ++i) {
-    const double bound =
-        head + p.time_coef * p.decay.log_weight_bound(b.t_min[i], b.t_max[i], b.max_access[i]);
+    const double bound = head + spec.time_coef * spec.decay.log_weight_bound(
+                                       b.t_min[i], b.t_max[i], b.max_access[i]);
     if (bound <= kth) continue;
     bounds.push_back({bound, i});
     rows += static_cast<std::size_t>(b.starts[i + 1] - b.starts[i]);
@@ -259,14 +259,15 @@ void time_pass(const FusedScorer& scorer, const VectorStorage& storage, const fl
 // The seeded slots are marked scored, not visited: the walk still expands through them.
 void time_seed(const FusedScorer& scorer, const VectorStorage& storage, const float* q,
                SearchScratch& scratch, Collector& collector, std::size_t k) {
-  const FusedParams& p = scorer.params();
-  const TimeBuckets& b = p.buckets;
-  if (b.n_buckets == 0 || p.decay.empty() || !p.has_bound() || p.time_coef <= 0.0) return;
+  const TimeBuckets& b = scorer.params().buckets;
+  const ScoreSpec& spec = scorer.params().score;
+  if (b.n_buckets == 0 || spec.decay.empty() || !spec.has_bound() || spec.time_coef <= 0.0) return;
   const std::int64_t probe_row = b.starts[b.n_buckets] / 10;
   std::size_t probe = 0;
   while (probe + 1 < b.n_buckets && b.starts[probe + 1] <= probe_row) ++probe;
   const double probe_bound =
-      p.time_coef * p.decay.log_weight_bound(b.t_min[probe], b.t_max[probe], b.max_access[probe]);
+      spec.time_coef *
+      spec.decay.log_weight_bound(b.t_min[probe], b.t_max[probe], b.max_access[probe]);
   if (probe_bound > -10.0) return;
   const PoincareRank<1> rank(storage, q, 1.0f);
   std::size_t offered = 0;
@@ -291,10 +292,10 @@ class FusedHandler {
   FusedHandler(const FusedScorer& scorer, SearchScratch& scratch, Collector& collector)
       : scorer_(scorer), scratch_(scratch), collector_(collector) {
     const FusedParams& params = scorer.params();
-    time_ = params.decay.empty() ? nullptr : params.columns.t;
+    time_ = params.score.decay.empty() ? nullptr : params.columns.t;
     rows_ = params.columns.rows;
-    from_ = params.decay.uses_window() ? params.columns.valid_from : nullptr;
-    until_ = params.decay.uses_window() ? params.columns.valid_until : nullptr;
+    from_ = params.score.decay.uses_window() ? params.columns.valid_from : nullptr;
+    until_ = params.score.decay.uses_window() ? params.columns.valid_until : nullptr;
   }
   bool eligible(std::uint32_t slot) const { return scorer_.eligible(slot); }
   template <typename Keys>

@@ -25,10 +25,20 @@ struct TimeBuckets {
   std::size_t scan_budget = 0;  // most rows the pass may scan per query
 };
 
-struct FusedParams {
+// What a fused search ranks by, fixed once per call: score(q, x) = -d(q, x) + depth_bias depth(x)
+// + time_coef log w(x), w from the decay program bound to the query time.
+struct ScoreSpec {
+  DecayProgram decay;  // empty: w = 1
   double depth_bias = 0.0;
   double time_coef = 1.0;
-  DecayProgram decay;                     // empty: w = 1
+
+  // True when a node at distance d can score at most -(1 - beta) d + beta depth(q): tau >= 0,
+  // beta < 1 (log w <= 0, depth(x) <= depth(q) + d). Otherwise only an exact scan is sound.
+  bool has_bound() const { return time_coef >= 0.0 && depth_bias < 1.0; }
+};
+
+struct FusedParams {
+  ScoreSpec score;
   TimeColumns columns;                    // needed when decay is not empty or touch is set
   const std::uint8_t* allowed = nullptr;  // per slot (nonzero: may be returned); null: all
   // Slots at or past this are not returned: rows added after the caller took its views of
@@ -40,10 +50,6 @@ struct FusedParams {
   // through a point it was not computed for.
   const std::int64_t* expected_ids = nullptr;
   std::size_t n_expected_ids = 0;
-
-  // True when a node at distance d can score at most -(1 - beta) d + beta depth(q): tau >= 0,
-  // beta < 1 (log w <= 0, depth(x) <= depth(q) + d). Otherwise only an exact scan is sound.
-  bool has_bound() const { return time_coef >= 0.0 && depth_bias < 1.0; }
 };
 
 struct ScoredHit {

@@ -136,7 +136,8 @@ void IndexCore::search_scored(const float* queries, std::size_t nq, std::size_t 
     if (b.order[i] >= params.columns.rows) throw InvalidArgument("time bucket slot out of range");
   // Rows past the columns' length were added after the caller took its views (a concurrent
   // add): they are never returned, so their column values are never read.
-  if ((!params.decay.empty() || query.touch) && query.params.eligible_slots > params.columns.rows)
+  const bool reads_columns = !params.score.decay.empty() || query.touch;
+  if (reads_columns && query.params.eligible_slots > params.columns.rows)
     throw InvalidArgument("a decay policy or touch needs time columns covering every slot");
   // A touch into a column that was never allocated would be lost without a trace.
   if (query.touch && params.columns.access_count == nullptr)
@@ -404,7 +405,7 @@ void HnswIndexCore::finish_batch(const std::vector<std::uint32_t>& slots) {
 void HnswIndexCore::fused_search_one(const FusedScorer& scorer, const FusedParams& params,
                                      const float* q, std::size_t k, std::size_t ef,
                                      std::vector<ScoredHit>& out) {
-  if (!params.has_bound()) {  // no sound stopping rule: exact scan
+  if (!params.score.has_bound()) {  // no sound stopping rule: exact scan
     fused_scan(scorer, storage_, q, storage_.slots(), nullptr, k, out);
     return;
   }

@@ -29,11 +29,15 @@ from .columns import ColumnStore, check_window
 from .decay import DEFAULT_FUTURE_TOLERANCE, DEFAULT_FUTURE_WEIGHT, DecayPolicy
 from .faiss_surface import FaissSurface
 from .scored import ScoredResults, run_scored
+from .scoring import ScoringSpec
 
 __all__ = ["IndexBase", "as_dim"]
 
 _FLOAT32 = np.dtype(np.float32)
 _T = TypeVar("_T", bound="IndexBase")
+# A filtered plain search is a scored one that ranks by distance alone: no decay, no time term,
+# every point weighing 1 whenever stamped (so the query time is never read).
+_DISTANCE_ONLY = ScoringSpec(0, decay=None, depth_bias=0.0, time_coef=0.0, future_weight=1.0)
 
 
 def as_dim(value: Any) -> int:
@@ -44,6 +48,10 @@ class IndexBase(FaissSurface):
     """What both indexes share. Ids are int64; ``add`` assigns ntotal, ntotal+1, ... as FAISS does."""
 
     kind: ClassVar[str]
+    # How the index kind searches, decided by the class: by an exact scan of the eligible points
+    # (flat), or by a graph walk that a scored search may also cut short by time buckets (HNSW).
+    _exact_scan: ClassVar[bool]
+    _prunes_by_time: ClassVar[bool]
     # Rows per call into the core during add: between chunks Python gets the chance to raise
     # KeyboardInterrupt, so Ctrl-C during a long add is honoured within a fraction of a second.
     _add_chunk: ClassVar[int]
@@ -371,10 +379,7 @@ class IndexBase(FaissSurface):
         self, q: ArrayLike, k: int, ef: int, filters: Any = None
     ) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
         if filters is not None:
-            r = run_scored(
-                self, q, k, ef, decay=None, at_time=None, depth_bias=0.0, time_coef=0.0,
-                filters=filters, touch=False, future_weight=1.0,
-            )  # fmt: skip
+            r = run_scored(self, q, k, ef, _DISTANCE_ONLY, filters, touch=False)
             return r.distances.astype(np.float32), r.ids
         if (
             type(q) is np.ndarray
@@ -429,11 +434,21 @@ class IndexBase(FaissSurface):
         spent; when time dominates, recent time buckets are scanned exactly as well. With
         time_coef < 0 or depth_bias >= 1 no such bound exists and the index is scanned exactly.
         """
-        return run_scored(
-            self, q, k, self._ef_for(ef), decay=decay, at_time=at_time, depth_bias=depth_bias,
-            time_coef=time_coef, filters=filters, touch=touch, future_weight=future_weight,
-            future_tolerance=future_tolerance,
+        spec = ScoringSpec.at(
+            at_time, decay=decay, depth_bias=depth_bias, time_coef=time_coef,
+            future_weight=future_weight, future_tolerance=future_tolerance,
         )  # fmt: skip
+        return run_scored(self, q, k, self._ef_for(ef), spec, filters, touch)
+
+    def _search_scoring(
+        self, q: ArrayLike, k: int, spec: ScoringSpec, *, filters: Any = None, ef: int | None = None,
+        touch: bool = False,
+    ) -> ScoredResults:  # fmt: skip
+        """:meth:`search_scored` with its time settings made once by the caller (a Memory, a
+        shard of the sharded index): the same search."""
+        if not isinstance(spec, ScoringSpec):
+            raise TypeError(f"spec must be a ScoringSpec, got {type(spec).__name__}")
+        return run_scored(self, q, k, self._ef_for(ef), spec, filters, touch)
 
     def _ef_for(self, ef: int | None) -> int:
         """The beam width for a search call (validated)."""

@@ -60,6 +60,7 @@ class FaissSurface:
     curvature: float
     ntotal: int
     kind: str
+    _exact_scan: bool
 
     @property
     def d(self) -> int:
@@ -107,7 +108,7 @@ class FaissSurface:
         if not r > 0:
             raise ValueError(f"radius must be > 0, got {radius!r}")
         ef, filters = resolve_params(params, None, None)
-        if self.kind == "flat" and filters is None:
+        if self._exact_scan and filters is None:
             return self._core.exact_range_search(arr, r)  # type: ignore[no-any-return]
         return self._widening_range_search(arr, r, ef, filters)
 

@@ -25,6 +25,8 @@ class PoincareFlatIndex(IndexBase):
     """
 
     kind: ClassVar[str] = "flat"
+    _exact_scan: ClassVar[bool] = True
+    _prunes_by_time: ClassVar[bool] = False
     _add_chunk: ClassVar[int] = 1 << 16
 
     def __init__(self, dim: int, curvature: float = 1.0, *, num_threads: int | None = None):
@@ -69,6 +71,8 @@ class PoincareIndex(IndexBase):
     """
 
     kind: ClassVar[str] = "hnsw"
+    _exact_scan: ClassVar[bool] = False
+    _prunes_by_time: ClassVar[bool] = True
     _add_chunk: ClassVar[int] = 8192
 
     def __init__(

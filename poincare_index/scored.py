@@ -3,24 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from . import _time
-from ._validation import as_finite_float, as_flag, as_matrix, as_positive_int, check_result_size
-from .decay import (
-    DEFAULT_FUTURE_TOLERANCE,
-    DEFAULT_FUTURE_WEIGHT,
-    READS_ACCESS,
-    DecayPolicy,
-    check_future_tolerance,
-    check_future_weight,
-    policy_terms,
-)
+from ._validation import as_flag, as_matrix, as_positive_int, check_result_size
 from .filters import compile_filter
+from .scoring import ScoringSpec
 
 if TYPE_CHECKING:
     from ._index_base import IndexBase
@@ -63,43 +53,26 @@ def allowed_rows(
     ids, table = index._columns.filter_snapshot()
     mask = compile_filter(filters, table)
     allowed = int(mask.sum())
-    if allowed <= index.filter_scan_fraction * mask.shape[0] or index.kind == "flat":
+    if index._exact_scan or allowed <= index.filter_scan_fraction * mask.shape[0]:
         return None, np.flatnonzero(mask).astype(np.uint32), ids
     return mask.view(np.uint8), None, ids
 
 
 def run_scored(
-    index: IndexBase,
-    q: ArrayLike,
-    k: int,
-    ef: int,
-    *,
-    decay: DecayPolicy | None,
-    at_time: Any,
-    depth_bias: float,
-    time_coef: float,
-    filters: Any,
-    touch: bool,
-    future_weight: float = DEFAULT_FUTURE_WEIGHT,
-    future_tolerance: timedelta = DEFAULT_FUTURE_TOLERANCE,
+    index: IndexBase, q: ArrayLike, k: int, ef: int, spec: ScoringSpec, filters: Any, touch: bool
 ) -> ScoredResults:
+    """One validated scored search of ``index`` (``spec`` already checked when it was made)."""
     arr = as_matrix(q, index.dim, "query")
     k = as_positive_int(k, "k")
     check_result_size(arr.shape[0], k)
     ef = as_positive_int(ef, "ef")
-    terms = policy_terms(decay)
-    at_us = _time.as_time_scalar(at_time, "at_time")
-    depth_bias = as_finite_float(depth_bias, "depth_bias")
-    time_coef = as_finite_float(time_coef, "time_coef")
-    fw = check_future_weight(future_weight)
-    tolerance_us = check_future_tolerance(future_tolerance)
     as_flag(touch, "touch")
     mask, slots, expected_ids = allowed_rows(index, filters)
     columns = index._columns
-    buckets: tuple[Any, ...] = (None, None, None, None, None)
-    if index.kind == "hnsw" and decay is not None and time_coef > 0 and slots is None:
+    buckets = None
+    if index._prunes_by_time and spec.decay is not None and spec.time_coef > 0 and slots is None:
         order, starts, t_min, t_max = columns.time_buckets()
-        if any(term[0] in READS_ACCESS for term in terms):
+        if spec.reads_access:
             max_access = columns.bucket_max_access(order, starts)
         else:  # the bound does not depend on access counts
             max_access = np.zeros(t_min.shape[0], dtype=np.uint32)
@@ -107,12 +80,10 @@ def run_scored(
     budget = max(index.time_scan_rows, 0)
     if touch:
         columns.allocate_access()
-    with columns.buffers() as (t, valid_from, valid_until, access):
+    with columns.buffers() as time_columns:
         ids, scores, dist, depths, logw = index._core.search_scored(
-            arr, k, ef, depth_bias, time_coef, terms, at_us, fw, tolerance_us,
-            t, valid_from, valid_until, access, mask, slots, bool(touch), *buckets, budget,
-            expected_ids,
-        )  # fmt: skip
+            arr, k, ef, spec.core(), time_columns, mask, slots, expected_ids, bool(touch), buckets, budget
+        )
     with np.errstate(under="ignore"):
         weights = np.exp(logw)
     return ScoredResults(ids, scores, dist, depths, weights, logw)

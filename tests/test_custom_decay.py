@@ -41,10 +41,9 @@ def test_weights_in_the_core_equal_the_numpy_formula():
     at = _time.datetime_to_micros(NOW)
     t = at - rng.integers(0, 400 * 86_400_000_000, n)
     access = rng.integers(0, 50, n).astype(np.uint32)
-    got = _core.decay_log_weights_of_rows(
-        policy_terms(policy), at, 1e-6, 0, t, np.full(n, _time.OPEN_START), np.full(n, _time.OPEN_END),
-        access, np.arange(n),
-    )  # fmt: skip
+    spec = _core.ScoreSpec(policy_terms(policy), at, 1e-6, 0, 0.0, 1.0)
+    columns = (t, np.full(n, _time.OPEN_START), np.full(n, _time.OPEN_END), access)
+    got = _core.decay_log_weights_of_rows(spec, columns, np.arange(n))
     age = (at - t) / 3.6e9
     np.testing.assert_allclose(got, np.log(spaced_numpy(age, access.astype(np.float64))), rtol=1e-12)
     # and the policy's own numpy path (weight) agrees

@@ -123,7 +123,9 @@ def test_core_weights_equal_numpy_reference(policy, tolerance):
     access = rng.integers(0, 20, n).astype(np.uint32)
     tolerance_us = tolerance // timedelta(microseconds=1)
     got = _core.decay_log_weights_of_rows(
-        policy_terms(policy), at, 1e-6, tolerance_us, t, vf, vu, access, np.arange(n)
+        _core.ScoreSpec(policy_terms(policy), at, 1e-6, tolerance_us, 0.0, 1.0),
+        (t, vf, vu, access),
+        np.arange(n),
     )
     ref = policy.log_weight(
         t.astype("datetime64[us]"),
@@ -140,7 +142,7 @@ def test_core_weights_equal_numpy_reference(policy, tolerance):
     # the same program on rows picked from the columns (what keyword/hybrid search calls)
     rows = rng.integers(0, n, 200)
     picked = _core.decay_log_weights_of_rows(
-        policy_terms(policy), at, 1e-6, tolerance_us, t, vf, vu, access, rows
+        _core.ScoreSpec(policy_terms(policy), at, 1e-6, tolerance_us, 0.0, 1.0), (t, vf, vu, access), rows
     )
     np.testing.assert_array_equal(picked, got[rows])
 
@@ -159,21 +161,37 @@ def test_core_rank_with_time_term_equals_a_numpy_reference(policy):
     relevance[:40] = 0.5
     tau = 0.7
     terms = policy_terms(policy)
-    logw = _core.decay_log_weights_of_rows(terms, at, 1e-6, 0, t, vf, vu, access, rows)
+    logw = _core.decay_log_weights_of_rows(
+        _core.ScoreSpec(terms, at, 1e-6, 0, 0.0, 1.0), (t, vf, vu, access), rows
+    )
     want = relevance + tau * logw
     for k in (0, 1, 25, n, n + 10):
-        keys, top = _core.rank_with_time_term(terms, at, 1e-6, 0, t, vf, vu, access, rows, relevance, tau, k)
+        keys, top = _core.rank_with_time_term(
+            _core.ScoreSpec(terms, at, 1e-6, 0, 0.0, tau), (t, vf, vu, access), rows, relevance, k
+        )
         np.testing.assert_allclose(keys, want, rtol=0, atol=1e-12)
         ref = np.lexsort((rows, -want))[:k]  # by key, ties by the smaller row
         assert top.tolist() == ref.tolist()
     with pytest.raises(ValueError, match="outside the time columns"):
         _core.rank_with_time_term(
-            terms, at, 1e-6, 0, t, vf, vu, access, np.array([n_rows]), relevance[:1], tau, 1
+            _core.ScoreSpec(terms, at, 1e-6, 0, 0.0, tau),
+            (t, vf, vu, access),
+            np.array([n_rows]),
+            relevance[:1],
+            1,
         )
     with pytest.raises(ValueError, match="NaN"):
-        _core.rank_with_time_term(terms, at, 1e-6, 0, t, vf, vu, access, rows[:1], np.array([np.nan]), tau, 1)
+        _core.rank_with_time_term(
+            _core.ScoreSpec(terms, at, 1e-6, 0, 0.0, tau),
+            (t, vf, vu, access),
+            rows[:1],
+            np.array([np.nan]),
+            1,
+        )
     with pytest.raises(ValueError, match="differ in length"):
-        _core.rank_with_time_term(terms, at, 1e-6, 0, t, vf, vu, access, rows, relevance[:3], tau, 1)
+        _core.rank_with_time_term(
+            _core.ScoreSpec(terms, at, 1e-6, 0, 0.0, tau), (t, vf, vu, access), rows, relevance[:3], 1
+        )
 
 
 def test_core_weights_of_rows_refuse_rows_outside_the_columns():
@@ -182,9 +200,13 @@ def test_core_weights_of_rows_refuse_rows_outside_the_columns():
     terms = policy_terms(pi.HalfLife(hours=1))
     for bad in ([0, 3], [-1]):
         with pytest.raises(ValueError, match="outside the time columns"):
-            _core.decay_log_weights_of_rows(terms, 0, 1e-6, 0, t, t, t, access, np.array(bad))
+            _core.decay_log_weights_of_rows(
+                _core.ScoreSpec(terms, 0, 1e-6, 0, 0.0, 1.0), (t, t, t, access), np.array(bad)
+            )
     with pytest.raises(ValueError, match="differ in length"):
-        _core.decay_log_weights_of_rows(terms, 0, 1e-6, 0, t, t[:2], t, access, np.array([0]))
+        _core.decay_log_weights_of_rows(
+            _core.ScoreSpec(terms, 0, 1e-6, 0, 0.0, 1.0), (t, t[:2], t, access), np.array([0])
+        )
 
 
 def test_a_stamp_a_few_seconds_ahead_counts_as_now_not_as_the_future():

@@ -106,10 +106,11 @@ def test_the_core_refuses_a_touch_into_a_column_that_does_not_exist():
         assert valid_from is None and valid_until is None and access is None
         terms = np.array([[1.0, 5.0, 0.0]])  # anything: the touch is what is refused
         with pytest.raises(ValueError, match="touch needs the access_count column"):
+            spec = _core.ScoreSpec(terms, 0, 1e-6, 0, 0.0, 1.0)
+            columns = (t, valid_from, valid_until, access)
             index._core.search_scored(
-                _points(1, 4, seed=8), 3, 16, 0.0, 1.0, terms, 0, 1e-6, 0,
-                t, valid_from, valid_until, access, None, None, True, None, None, None, None, None, 0, None,
-            )  # fmt: skip
+                _points(1, 4, seed=8), 3, 16, spec, columns, None, None, None, True, None, 0
+            )
 
 
 def test_core_decay_evaluation_reads_null_columns_as_defaults():
@@ -121,6 +122,10 @@ def test_core_decay_evaluation_reads_null_columns_as_defaults():
     open_from = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
     open_until = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
     zeros = np.zeros(n, dtype=np.uint32)
-    explicit = _core.decay_log_weights_of_rows(terms, 10**12, 1e-6, 0, t, open_from, open_until, zeros, rows)
-    null = _core.decay_log_weights_of_rows(terms, 10**12, 1e-6, 0, t, None, None, None, rows)
+    explicit = _core.decay_log_weights_of_rows(
+        _core.ScoreSpec(terms, 10**12, 1e-6, 0, 0.0, 1.0), (t, open_from, open_until, zeros), rows
+    )
+    null = _core.decay_log_weights_of_rows(
+        _core.ScoreSpec(terms, 10**12, 1e-6, 0, 0.0, 1.0), (t, None, None, None), rows
+    )
     np.testing.assert_array_equal(explicit, null)

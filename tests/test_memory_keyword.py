@@ -284,7 +284,7 @@ def test_top_order_equals_a_full_sort_with_ties_by_row(values, k):
     t = np.zeros(200, dtype=np.int64)
     access = np.zeros(200, dtype=np.uint32)
     keys, order = _core.rank_with_time_term(
-        policy_terms(None), 0, 1.0, 0, t, t, t, access, rows, score, 0.0, k
+        _core.ScoreSpec(policy_terms(None), 0, 1.0, 0, 0.0, 0.0), (t, t, t, access), rows, score, k
     )
     np.testing.assert_array_equal(keys, score)
     np.testing.assert_array_equal(order, full)

@@ -116,9 +116,8 @@ class Shard:
 
     def search_scored(self, q: np.ndarray, k: int, options: dict[str, Any]) -> tuple[np.ndarray, ...]:
         """The six result columns; never touches (the driver touches what its merge returns)."""
-        options = dict(options)
-        options["filters"] = self._filters(options.get("filters"), options.pop("schema", None))
-        r = self.index.search_scored(q, k, **{**options, "touch": False})
+        filters = self._filters(options.get("filters"), options.get("schema"))
+        r = self.index._search_scoring(q, k, options["scoring"], filters=filters, ef=options.get("ef"))
         return r.ids, r.scores, r.distances, r.depths, r.time_weights, r.log_weights
 
     def query(

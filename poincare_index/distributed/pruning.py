@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 
 from ..decay import DecayPolicy, log_weight_bound
 from ..geometry import depth
+from ..scoring import ScoringSpec
 
 _US_PER_HOUR = 3_600_000_000
 
@@ -36,16 +37,16 @@ class ScoreBound:
     log_future_weight: float
 
     @classmethod
-    def of(
-        cls, q: NDArray[np.float32], curvature: float, depth_bias: float, time_coef: float,
-        decay: DecayPolicy | None, at_us: int, future_tolerance_us: int, future_weight: float,
-    ) -> ScoreBound | None:  # fmt: skip
+    def of(cls, q: NDArray[np.float32], curvature: float, spec: ScoringSpec) -> ScoreBound | None:
         """The bound for this call, or None where none exists (depth_bias > 1, time_coef < 0)."""
-        if depth_bias > 1.0 or time_coef < 0.0:
+        if spec.depth_bias > 1.0 or spec.time_coef < 0.0:
             return None
         q_depth = depth(q.astype(np.float64), curvature)
-        geometric = depth_bias * q_depth if depth_bias >= -1.0 else -q_depth
-        return cls(geometric, time_coef, decay, at_us, future_tolerance_us, math.log(future_weight))
+        geometric = spec.depth_bias * q_depth if spec.depth_bias >= -1.0 else -q_depth
+        return cls(
+            geometric, spec.time_coef, spec.decay, spec.at_us, spec.future_tolerance_us,
+            spec.log_future_weight,
+        )  # fmt: skip
 
     def log_weight(self, t_min: int, t_max: int, max_access: int) -> float:
         """An upper bound of log w over points stamped in [t_min, t_max] (microseconds) whose

@@ -30,8 +30,9 @@ from .._validation import (
     as_positive_int,
     check_result_size,
 )
-from ..decay import DEFAULT_FUTURE_TOLERANCE, DEFAULT_FUTURE_WEIGHT, DecayPolicy, check_future_tolerance
+from ..decay import DEFAULT_FUTURE_TOLERANCE, DEFAULT_FUTURE_WEIGHT, DecayPolicy
 from ..geometry import _curvature
+from ..scoring import ScoringSpec
 from . import files
 from ._ray_support import as_seconds, import_ray
 from .compiled import CompiledFanout
@@ -115,9 +116,6 @@ class ShardedIndex:
         self._fanout = CompiledFanout() if as_flag(low_latency, "low_latency") else None
         # A local flat core checks points exactly as every shard will (dimension, NaN/Inf, ball).
         self._checker = _core.FlatIndexCore(self._dim, self._options["curvature"], 1)
-        from ..index import PoincareFlatIndex
-
-        self._probe = PoincareFlatIndex(self._dim, self._options["curvature"], num_threads=1)
         self._write_lock = threading.RLock()
         ray = import_ray()
         from ._shard import Shard
@@ -465,36 +463,29 @@ class ShardedIndex:
         says how many shards were read (``shards_read``, ``reads_per_query``); ``prune=False``
         reads every shard in one wave (to compare)."""
         arr, k = self._query(q, k)
-        at_us = _time.as_time_scalar(at_time, "at_time")
+        # One spec, checked here before any call: every shard scores against the same moment.
+        spec = ScoringSpec.at(
+            at_time, decay=decay, depth_bias=depth_bias, time_coef=time_coef,
+            future_weight=future_weight, future_tolerance=future_tolerance,
+        )  # fmt: skip
         self._check_filters(filters)
         for name, flag in (("touch", touch), ("allow_partial", allow_partial), ("prune", prune)):
             as_flag(flag, name)
+        if ef is not None:
+            as_positive_int(ef, "ef")
         options = {
-            "decay": decay, "at_time": np.datetime64(at_us, "us"), "depth_bias": depth_bias,
-            "time_coef": time_coef, "filters": filters, "ef": ef, "touch": False,
-            "future_weight": future_weight, "future_tolerance": future_tolerance,
+            "scoring": spec, "filters": filters, "ef": ef,
+            "schema": self._schema if filters is not None else None,
         }  # fmt: skip
-        # The local index validates the options too, but a bad one must fail before any call.
-        self._checker_options(options)
-        options["schema"] = self._schema if filters is not None else None
         slots = [s for s in self._set.slots if self._buckets is None or s.t_min is not None]
         bound = None
         if self._buckets is not None and prune:
-            bound = ScoreBound.of(
-                arr, self.curvature, float(depth_bias), float(time_coef), decay, at_us,
-                check_future_tolerance(future_tolerance), float(future_weight),
-            )  # fmt: skip
+            bound = ScoreBound.of(arr, self.curvature, spec)
             slots.sort(key=lambda s: -(s.t_max or 0))  # newest first (a local list)
         result = merge_scored(self._fan, slots, arr, k, options, bound, bool(allow_partial))
         if touch:
             self._touch(result)
         return result
-
-    def _checker_options(self, options: dict[str, Any]) -> None:
-        """Checks the scoring options (not the filters: they name the shards' columns) on a
-        local empty flat index, so a bad option fails before any remote call."""
-        probe = {key: value for key, value in options.items() if key not in ("filters", "schema")}
-        self._probe.search_scored(np.zeros((1, self._dim), np.float32), 1, **probe)
 
     def _touch(self, result: ShardedScoredResults) -> None:
         """Counts one access on every returned point, on the shard it came from (logged). The

@@ -458,11 +458,11 @@ class Memory(MemoryViews, MemoryJournal, MemoryState):
                                 ("future_tolerance", future_tolerance))
             if value is not _UNSET
         }  # fmt: skip
+        at_us = _time.as_time_scalar(at_time, "at_time")
         request = SearchRequest(
-            query=query, vector=vector, k=k, at_us=_time.as_time_scalar(at_time, "at_time"),
-            filters=filters, window=window, session=session, mode=mode, ef=ef, candidates=candidates,
-            keyword_weight=keyword_weight,
-            config=self._config.for_query(overrides),
+            query=query, vector=vector, k=k, at_us=at_us, filters=filters, window=window,
+            session=session, mode=mode, ef=ef, candidates=candidates, keyword_weight=keyword_weight,
+            scoring=self._config.scoring(at_us, overrides),
         )  # fmt: skip
         if request.vector is None and query is not None:
             request.vector = embed_checked(self._config.embedder, [query])

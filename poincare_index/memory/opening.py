@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -17,6 +17,7 @@ from ..decay import (
     check_future_weight,
 )
 from ..embed import CallableEmbedder, Embedder, HashingEmbedder, MiniLMEmbedder
+from ..scoring import ScoringSpec
 from .codec import policy_from_json, policy_to_json
 from .store import NamespaceDir
 
@@ -47,20 +48,18 @@ class Config:
             "ef_construction": self.ef_construction,
         }
 
-    def for_query(self, overrides: dict[str, Any]) -> Config:
-        """This configuration with one search's time settings (decay, time_coef, depth_bias,
-        future_tolerance) in place of the store's; each validated as the constructor does."""
-        if not overrides:
-            return self
-        out = dict(overrides)
-        if "decay" in out and out["decay"] is not None and not isinstance(out["decay"], DecayPolicy):
-            raise TypeError(f"decay must be a decay policy or None, got {type(out['decay']).__name__}")
-        for name in ("time_coef", "depth_bias"):
-            if name in out:
-                out[name] = as_finite_float(out[name], name)
-        if "future_tolerance" in out:
-            check_future_tolerance(out["future_tolerance"])
-        return replace(self, **out)
+    def scoring(self, at_us: int, overrides: dict[str, Any]) -> ScoringSpec:
+        """The scoring of one search at ``at_us``: the store's time settings (decay, depth_bias,
+        time_coef, future_weight, future_tolerance) with the call's ``overrides`` in their place,
+        each checked once, by the spec."""
+        settings = {
+            "decay": self.decay, "depth_bias": self.depth_bias, "time_coef": self.time_coef,
+            "future_weight": self.future_weight, "future_tolerance": self.future_tolerance,
+        }  # fmt: skip
+        unknown = set(overrides) - set(settings)
+        if unknown:
+            raise TypeError(f"unknown time settings {sorted(unknown)}")
+        return ScoringSpec(at_us, **{**settings, **overrides})
 
 
 def embedder_spec(embedder: Any) -> dict[str, Any]:

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._time import micros_to_datetime
 from .._validation import as_positive_int
+from ..scoring import ScoringSpec
 from .keyword import relative_score_fusion
 from .result import Result
 
@@ -67,7 +67,7 @@ class SearchRequest:
     ef: int | None
     candidates: int
     keyword_weight: float  # hybrid: the keyword side's share of the fused score
-    config: Any  # the store's Config with this call's time settings (Config.for_query)
+    scoring: ScoringSpec  # the store's time settings with this call's, at its time (Config.scoring)
 
 
 def run_search(mem: Memory, req: SearchRequest) -> list[Result]:
@@ -121,13 +121,9 @@ def run_search(mem: Memory, req: SearchRequest) -> list[Result]:
 
 
 def _vector(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Result]:
-    cfg = req.config
+    spec = req.scoring
     ef = max(req.ef if req.ef is not None else mem._index.ef_search, fetch)
-    r = mem._index.search_scored(
-        req.vector, fetch, decay=cfg.decay, at_time=micros_to_datetime(req.at_us),
-        depth_bias=cfg.depth_bias, time_coef=cfg.time_coef, filters=mask, ef=ef,
-        touch=False, future_weight=cfg.future_weight, future_tolerance=cfg.future_tolerance,
-    )  # fmt: skip
+    r = mem._index._search_scoring(req.vector, fetch, spec, filters=mask, ef=ef)
     keep = r.ids[0] >= 0
     rows = r.ids[0][keep].tolist()
     scored = [
@@ -142,7 +138,7 @@ def _vector(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Resu
             r.scores[0][keep], r.distances[0][keep], r.depths[0][keep], r.time_weights[0][keep]
         )
     ]
-    return mem._result_rows(rows, scored, cfg)
+    return mem._result_rows(rows, scored, spec)
 
 
 def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Result]:
@@ -150,16 +146,13 @@ def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Res
     (keyword.relative_score_fusion) over the union of the best ``candidates`` by the fused
     vector score and by log BM25 + time term, each scored on both sides, then log of the fused
     score + time term."""
-    cfg = req.config
     assert req.query is not None
     vector_side: Future[Any] | None = None
     if req.mode == "hybrid":
         depth = max(req.candidates, fetch)
         vector_side = _vector_side_pool().submit(
-            mem._index.search_scored, req.vector, depth, decay=cfg.decay, time_coef=cfg.time_coef,
-            depth_bias=cfg.depth_bias, filters=mask, ef=max(depth, mem._index.ef_search),
-            touch=False, at_time=micros_to_datetime(req.at_us), future_weight=cfg.future_weight,
-            future_tolerance=cfg.future_tolerance,
+            mem._index._search_scoring, req.vector, depth, req.scoring, filters=mask,
+            ef=max(depth, mem._index.ef_search),
         )  # fmt: skip
     try:
         return _lexical_sides(mem, req, fetch, mask, vector_side)
@@ -173,7 +166,7 @@ def _lexical(mem: Memory, req: SearchRequest, fetch: int, mask: Any) -> list[Res
 def _lexical_sides(
     mem: Memory, req: SearchRequest, fetch: int, mask: Any, vector_side: Future[Any] | None
 ) -> list[Result]:
-    cfg = req.config
+    spec = req.scoring
     assert req.query is not None
     # Deleted rows are tombstones in the keyword index: every match is a live row.
     matches, match_bm25 = mem._keyword_matches(req.query)
@@ -196,7 +189,7 @@ def _lexical_sides(
         # order still reaches the fusion.
         assert vector_side is not None
         depth = max(req.candidates, fetch)
-        keyword_key, keyword_order = mem._ranked_with_time(matches, relevance_of_match, req.at_us, cfg, depth)
+        keyword_key, keyword_order = mem._ranked_with_time(matches, relevance_of_match, spec, depth)
         keyword_top = matches[keyword_order]
         # The keyword list's exact vector terms while the vector side still runs (for rows it
         # also found, the index's own float64 values replace them: equal up to rounding).
@@ -219,16 +212,16 @@ def _lexical_sides(
             return []
         terms = np.array([vector_terms[row] for row in rows.tolist()], dtype=np.float64).reshape(-1, 2)
         # The vector side's relevance is its score without the time term (added once, below).
-        vector_relevance = cfg.depth_bias * terms[:, 1] - terms[:, 0]
+        vector_relevance = spec.depth_bias * terms[:, 1] - terms[:, 0]
         keyword_bm25 = _bm25_of(rows, matches, match_bm25)
         fused = relative_score_fusion(vector_relevance, keyword_bm25, req.keyword_weight)
         relevance = np.log(np.maximum(fused, _FUSED_FLOOR))
     # Both modes: relevance + time term for every row (all matches, or the fused union) and
     # the cut, in one pass in the core; the weights of the rows kept for their results.
-    score, order = mem._ranked_with_time(rows, relevance, req.at_us, cfg, fetch)
+    score, order = mem._ranked_with_time(rows, relevance, spec, fetch)
     if order.shape[0] == 0:
         return []
-    logw = mem._log_weights(rows[order], req.at_us, cfg)
+    logw = mem._log_weights(rows[order], spec)
     top = rows[order].tolist()
     keyword_rank = _ranks_among(keyword_key, matches, top, keyword_top)
     missing = [row for row in top if row not in vector_terms]
@@ -250,7 +243,7 @@ def _lexical_sides(
                 "keyword_rank": keyword_rank[j],
             }
         )
-    return mem._result_rows(top, scored, cfg)
+    return mem._result_rows(top, scored, spec)
 
 
 def _bm25_of(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -13,10 +12,10 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from .. import _core, _time
-from ..decay import policy_terms
 from ..filters import compile_filter
 from ..geometry import depth as _depth
 from ..geometry import distance as _distance
+from ..scoring import ScoringSpec
 from .result import Result
 
 __all__ = ["MemoryViews"]
@@ -113,7 +112,7 @@ class MemoryViews:
         self, rows: list[int], scored: Sequence[dict[str, Any]] | None = None, config: Any = None
     ) -> list[Result]:
         """Results for rows; ``scored`` gives each one's score fields (NaN when absent), computed
-        with ``config``'s time settings (default the store's)."""
+        with ``config``'s depth_bias and time_coef (a ScoringSpec; default the store's)."""
         config = config or self._config
         hidden = self._unlogged_from
         if hidden is not None or any(self._mids[r] is None for r in rows):
@@ -164,34 +163,27 @@ class MemoryViews:
         pts = self._index.reconstruct_batch(rows).astype(np.float64)
         return _distance(query_vec.astype(np.float64), pts), _depth(pts)
 
-    def _log_weights(self, rows: Any, at_us: int, config: Any) -> NDArray[np.float64]:
-        """log time weight of ``rows`` (a list or an int array) at ``at_us`` by config's decay:
+    def _log_weights(self, rows: Any, spec: ScoringSpec) -> NDArray[np.float64]:
+        """log time weight of ``rows`` (a list or an int array) by ``spec``'s decay at its time:
         the index's own evaluation of the policy (the C++ program search_scored runs, tested
-        against the numpy reference in tests/test_decay.py), on the stored microseconds."""
-        decay = config.decay  # None still weighs rows stamped after at_us future_weight
+        against the numpy reference in tests/test_decay.py), on the stored microseconds. No
+        decay still weighs rows stamped after the query time ``future_weight``."""
         if len(rows) == 0:
             return np.zeros(0)
         idx = np.ascontiguousarray(rows, dtype=np.int64)
-        tolerance_us = config.future_tolerance // timedelta(microseconds=1)
-        with self._index._columns.buffers() as (t, valid_from, valid_until, access):
-            return _core.decay_log_weights_of_rows(
-                policy_terms(decay), int(at_us), float(config.future_weight), int(tolerance_us),
-                t, valid_from, valid_until, access, idx,
-            )  # fmt: skip
+        with self._index._columns.buffers() as time_columns:
+            return _core.decay_log_weights_of_rows(spec.core(), time_columns, idx)  # type: ignore[no-any-return]
 
     def _ranked_with_time(
-        self, rows: NDArray[np.int64], relevance: NDArray[np.float64], at_us: int, config: Any, k: int
+        self, rows: NDArray[np.int64], relevance: NDArray[np.float64], spec: ScoringSpec, k: int
     ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
         """(keys, top): keys = relevance + time_coef x log time weight of each row (the same
         program as :meth:`_log_weights`), top the positions of the ``k`` best keys, best first,
         ties by row; one pass in the core over every row (all keyword matches)."""
-        terms = policy_terms(config.decay)  # no rows for None: log w = 0 up to at_us
-        tolerance_us = config.future_tolerance // timedelta(microseconds=1)
-        with self._index._columns.buffers() as (t, valid_from, valid_until, access):
-            return _core.rank_with_time_term(
-                terms, int(at_us), float(config.future_weight), int(tolerance_us), t, valid_from,
-                valid_until, access, np.ascontiguousarray(rows, dtype=np.int64),
-                np.ascontiguousarray(relevance, dtype=np.float64), float(config.time_coef), int(k),
+        with self._index._columns.buffers() as time_columns:
+            return _core.rank_with_time_term(  # type: ignore[no-any-return]
+                spec.core(), time_columns, np.ascontiguousarray(rows, dtype=np.int64),
+                np.ascontiguousarray(relevance, dtype=np.float64), int(k),
             )  # fmt: skip
 
     def _keyword_matches(self, query: str) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
