@@ -12,7 +12,6 @@ the machine's slow phases hit all three alike.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -24,7 +23,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_common import machine, percentiles_ms, write_results  # noqa: E402
+from bench_common import Params, machine, percentiles_ms, write_results  # noqa: E402
 from text_data import memory_items  # noqa: E402
 
 import poincare_index as pi  # noqa: E402
@@ -42,18 +41,21 @@ class Results:
     ratios_p50: dict[str, float] = field(default_factory=dict)
 
 
-def main() -> int:
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "n": 100_000,
+    "queries": 1000,
+    "k": 4,
+    "seed": 0,
+    "out": os.path.join(HERE, "results", "adapters.json"),
+}
+
+
+def run(args: Params) -> int:
     from langchain_core.embeddings import Embeddings
 
     from poincare_index.integrations.langchain import PoincareVectorStore
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=100_000)
-    ap.add_argument("--queries", type=int, default=1000)
-    ap.add_argument("--k", type=int, default=4)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "adapters.json"))
-    args = ap.parse_args()
     hashing = HashingEmbedder()
 
     class TangentHashing(Embeddings):  # a "model" with Euclidean output
@@ -100,7 +102,3 @@ def main() -> int:
     write_results(args.out, res)
     store.close()
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -10,17 +10,18 @@ benchmarks/results/ by dataset and size).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
+from typing import Any
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from datasets import DATASETS, load  # noqa: E402
+from bench_common import Params  # noqa: E402
+from datasets import load  # noqa: E402
 from truth import exact_knn  # noqa: E402
 
 import poincare_index as pi  # noqa: E402
@@ -28,13 +29,16 @@ import poincare_index as pi  # noqa: E402
 EFS = {"hierarchy": (10, 16, 32), "glove-boundary": (16, 32, 48, 64), "glove-095": (64, 128, 192)}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dataset", choices=DATASETS, default="glove-boundary")
-    ap.add_argument("--n", type=int, default=None, help="database rows (default: the dataset's full size)")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--no-faiss", action="store_true")
-    args = ap.parse_args()
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "dataset": "glove-boundary",
+    "n": None,  # database rows (default: the dataset's full size)
+    "threads": 2,
+    "no_faiss": False,
+}
+
+
+def run(args: Params) -> int:
     ds = load(args.dataset, args.n, 1000, seed=0)
     n = len(ds.database)
     cache = os.path.join(HERE, "results", f"truth_{args.dataset}_{n}.npz")
@@ -68,7 +72,3 @@ def main() -> int:
         hits = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found.tolist(), truth.tolist())])
         print(f"  ef={ef:<4d} recall@10 {hits:.4f}  {len(ds.queries) / dt:,.0f} q/s (1 thread)")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

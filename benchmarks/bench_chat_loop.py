@@ -13,7 +13,6 @@ store, so the later loops also see background merges of the keyword delta.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -26,7 +25,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_common import machine, percentiles_ms, write_results  # noqa: E402
+from bench_common import Params, machine, percentiles_ms, write_results  # noqa: E402
 from text_data import memory_items  # noqa: E402
 
 from poincare_index.memory.keyword import KeywordIndex  # noqa: E402
@@ -46,14 +45,17 @@ class Results:
     modes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=100_000)
-    ap.add_argument("--turns", type=int, default=1000)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--path", default=None, help="a directory for a persistent store (default: in memory)")
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "chat_loop.json"))
-    args = ap.parse_args()
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "n": 100_000,
+    "turns": 1000,
+    "seed": 0,
+    "path": None,  # a directory for a persistent store (default: in memory)
+    "out": os.path.join(HERE, "results", "chat_loop.json"),
+}
+
+
+def run(args: Params) -> int:
     n_turn_texts = args.turns * len(MODES)
     items, desc = memory_items(args.n + n_turn_texts + args.turns, seed=args.seed)
     texts, times = items.texts[: args.n], items.t[: args.n]
@@ -121,7 +123,3 @@ def main() -> int:
     mem.close()
     write_results(args.out, res)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

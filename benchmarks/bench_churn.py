@@ -14,14 +14,15 @@ cycles as the reference.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import datasets as ds
 import numpy as np
+from bench_common import Params
 from knn_report import write_result
 
 import poincare_index as pi
@@ -61,15 +62,21 @@ def self_recall(search, x: np.ndarray, rows: np.ndarray, ef: int) -> float:
     return float(np.mean(search(x[rows], ef) == rows))
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", choices=["glove-boundary", "one-depth"], default="glove-boundary")
-    p.add_argument("--n", type=int, default=1100)
-    p.add_argument("--churn", type=int, default=100)
-    p.add_argument("--cycles", type=int, default=10_000)
-    p.add_argument("--every", type=int, default=1000)
-    p.add_argument("--out", default=None)
-    args = p.parse_args(argv)
+# Data of this suite's own (not in registry.py's dataset registry).
+OWN_DATA = ("one-depth",)
+
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "data": "glove-boundary",
+    "n": 1100,
+    "churn": 100,
+    "cycles": 10_000,
+    "every": 1000,
+    "out": None,
+}
+
+
+def run(args: Params) -> int:
     if args.data == "glove-boundary":
         x = ds.load("glove-boundary", args.n + 1, 1).database
     else:
@@ -143,7 +150,3 @@ def main(argv: list[str] | None = None) -> int:
     write_result(out, result)
     print(f"results: {out}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,7 +11,6 @@ are then bounded as HalfLife's are). Data: the generated hierarchy (default 100,
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_common import best_of, machine, write_results  # noqa: E402
+from bench_common import Params, best_of, machine, write_results  # noqa: E402
 from datasets import load  # noqa: E402
 
 import poincare_index as pi  # noqa: E402
@@ -41,17 +40,20 @@ class Results:
     runs: list[dict[str, Any]] = field(default_factory=list)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=100_000)
-    ap.add_argument("--queries", type=int, default=1000)
-    ap.add_argument("--hours", type=float, default=168.0)
-    ap.add_argument("--time-coef", type=float, nargs="+", default=[1.0, 0.3])
-    ap.add_argument("--bound", default="age", choices=["age", "age_and_access", "none"])
-    ap.add_argument("--ef", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "custom_decay.json"))
-    args = ap.parse_args()
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "n": 100_000,
+    "queries": 1000,
+    "hours": 168.0,
+    "time_coef": [1.0, 0.3],
+    "bound": "age",
+    "ef": 64,
+    "repeats": 3,
+    "out": os.path.join(HERE, "results", "custom_decay.json"),
+}
+
+
+def run(args: Params) -> int:
 
     data = load("hierarchy", args.n, args.queries)
     x, q = data.database, data.queries
@@ -90,7 +92,3 @@ def main() -> int:
             print(run, flush=True)
     write_results(args.out, res)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

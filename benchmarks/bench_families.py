@@ -39,7 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import families  # noqa: E402
-from bench_common import best_of, machine, write_results  # noqa: E402
+from bench_common import Params, best_of, machine, write_results  # noqa: E402
 from truth import Truth, exact_knn, recall  # noqa: E402
 
 import poincare_index as pi  # noqa: E402
@@ -243,32 +243,28 @@ def parse_switches(items: list[str]) -> dict[str, bool]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--families", nargs="+", default=families.family_names(), choices=families.family_names())
-    ap.add_argument("--dims", type=int, nargs="+", default=[8, 16, 64, 128, 256])
-    ap.add_argument("--n", type=int, default=20_000, help="stored points per member")
-    ap.add_argument("--queries", type=int, default=500, help="held-out, near and self queries each")
-    ap.add_argument("--efs", type=int, nargs="+", default=[10, 16, 32, 64, 128])
-    ap.add_argument("--M", type=int, default=16)
-    ap.add_argument("--ef-construction", type=int, default=200)
-    ap.add_argument("--threads", type=int, default=1, help="build and search threads")
-    ap.add_argument("--repeats", type=int, default=3, help="timed batches per QPS figure (best of)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument(
-        "--contenders", nargs="+", default=["ours"], choices=list(CONTENDERS),
-        help="engines to run on each member (default: ours); hnswlib is scored against L2 truth",
-    )  # fmt: skip
-    ap.add_argument("--target", type=float, default=0.95, help="recall@10 of the QPS summary")
-    ap.add_argument(
-        "--switch",
-        action="append",
-        default=[],
-        metavar="NAME=on|off",
-        help="one of our graph switches on/off: second_order, cover_rule, reachability, ways_down, ways_in",
-    )
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "families.json"))
-    args = ap.parse_args(argv)
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "families": families.family_names(),
+    "dims": [8, 16, 64, 128, 256],
+    "n": 20_000,  # stored points per member
+    "queries": 500,  # held-out, near and self queries each
+    "efs": [10, 16, 32, 64, 128],
+    "M": 16,
+    "ef_construction": 200,
+    "threads": 1,  # build and search threads
+    "repeats": 3,  # timed batches per QPS figure (best of)
+    "seed": 0,
+    "contenders": [
+        "ours"
+    ],  # engines to run on each member (default: ours); hnswlib is scored against L2 truth
+    "target": 0.95,  # recall@10 of the QPS summary
+    "switch": [],  # NAME=on|off: second_order, cover_rule, reachability, ways_down, ways_in
+    "out": os.path.join(HERE, "results", "families.json"),
+}
+
+
+def run(args: Params) -> int:
     settings = {k: v for k, v in vars(args).items() if k != "out"}
     res = Results(machine(), [sys.executable, *sys.argv], settings)
     print(HEADER, flush=True)
@@ -297,7 +293,3 @@ def main(argv: list[str] | None = None) -> int:
     write_results(args.out, res)
     print(f"wrote {args.out}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -15,7 +15,6 @@ in chunks under 100 KB and put into the object store once (``handover``).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -27,9 +26,9 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_common import best_of, machine, recall_at_k, write_results  # noqa: E402
+from bench_common import Params, best_of, machine, recall_at_k, write_results  # noqa: E402
 from bench_sharded import equal_recall_ratios  # noqa: E402
-from datasets import DATASETS, load  # noqa: E402
+from datasets import load  # noqa: E402
 
 import poincare_index as pi  # noqa: E402
 
@@ -56,22 +55,25 @@ def _timed_search(shard: Any, q: np.ndarray, k: int, ef: int, repeats: int) -> f
     return best
 
 
-def main() -> int:
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "data": "hierarchy",
+    "n": 100_000,
+    "shards": 2,
+    "batches": [1000, 4000, 10_000],
+    "efs": [10, 12, 16, 24],
+    "k": 10,
+    "repeats": 5,
+    "out": os.path.join(HERE, "results", "fanout.json"),
+}
+
+
+def run(args: Params) -> int:
     import ray
 
     from poincare_index.distributed import ShardedIndex
     from poincare_index.distributed import sharded as sharded_module
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default="hierarchy", choices=DATASETS)
-    ap.add_argument("--n", type=int, default=100_000)
-    ap.add_argument("--shards", type=int, default=2)
-    ap.add_argument("--batches", type=int, nargs="+", default=[1000, 4000, 10_000])
-    ap.add_argument("--efs", type=int, nargs="+", default=[10, 12, 16, 24])
-    ap.add_argument("--k", type=int, default=10)
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "fanout.json"))
-    args = ap.parse_args()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     data = load(args.data, args.n + max(args.batches), max(args.batches), seed=0)
     db, queries = data.database, np.ascontiguousarray(data.queries)
@@ -136,7 +138,3 @@ def main() -> int:
     write_results(args.out, res)
     ray.shutdown()
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

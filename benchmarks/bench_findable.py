@@ -15,7 +15,6 @@ later ones (no build time then), so that two builds' searches are compared on th
 
 from __future__ import annotations
 
-import argparse
 import functools
 import os
 import sys
@@ -28,8 +27,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_common import best_of, machine, recall_at_k, write_results  # noqa: E402
-from datasets import DATASETS, TREE_N, TREES, load  # noqa: E402
+from bench_common import Params, best_of, machine, recall_at_k, write_results  # noqa: E402
+from datasets import TREE_N, TREES, load  # noqa: E402
 
 import poincare_index as pi  # noqa: E402
 from poincare_index.distributed.routing import shard_of  # noqa: E402
@@ -49,17 +48,20 @@ def not_found_by_themselves(index: pi.PoincareIndex, x: np.ndarray, ids: np.ndar
     return int(np.sum(~np.any(found == ids[:, None], axis=1)))
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", nargs="+", default=["hierarchy", "glove-boundary", *TREES], choices=DATASETS)
-    ap.add_argument("--n", type=int, default=100_000, help="rows of hierarchy and GloVe (trees: 20,000)")
-    ap.add_argument("--queries", type=int, default=1000)
-    ap.add_argument("--efs", type=int, nargs="+", default=[10, 16, 32, 64])
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "findable.json"))
-    ap.add_argument("--graphs", help="save each graph here, or load it when it is there already")
-    ap.add_argument("--scored", action="store_true", help="time search_scored (the fused walk) too")
-    args = ap.parse_args()
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "data": ["hierarchy", "glove-boundary", *TREES],
+    "n": 100_000,  # rows of hierarchy and GloVe (trees: 20,000)
+    "queries": 1000,
+    "efs": [10, 16, 32, 64],
+    "repeats": 5,
+    "out": os.path.join(HERE, "results", "findable.json"),
+    "graphs": None,  # save each graph here, or load it when it is there already
+    "scored": False,  # time search_scored (the fused walk) too
+}
+
+
+def run(args: Params) -> int:
     res = Results(machine(), args.queries, args.efs)
     for name in args.data:
         data = load(name, TREE_N if name in TREES else args.n, args.queries, seed=0)
@@ -123,7 +125,3 @@ def main() -> int:
                   f"{curve}", flush=True)  # fmt: skip
     write_results(args.out, res)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -11,17 +11,15 @@ array; the others: their layout, see adapters.py). M=16, efConstruction=200 for 
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import machine, write_results  # noqa: E402
+from bench_common import Params, machine, write_results  # noqa: E402
+from child_process import call_in_child  # noqa: E402
 
 CONTENDERS = ("ours-hnsw", "faiss-hnsw-lifted", "hnswlib-l2")
 
@@ -48,7 +46,7 @@ class Results:
 def measure(contender: str, dim: int, n: int, threads: int) -> dict[str, Any]:
     """Runs in the child process: generate, build, measure."""
     import adapters as ad
-    from bench_knn import rss_bytes
+    from bench_common import rss_bytes
 
     from poincare_index.datasets import hierarchy
 
@@ -69,28 +67,26 @@ def measure(contender: str, dim: int, n: int, threads: int) -> dict[str, Any]:
     }
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dims", type=int, nargs="+", default=[16, 64])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--contenders", default=",".join(CONTENDERS))
-    ap.add_argument("--out", default="benchmarks/results/footprint.json")
-    ap.add_argument("--child", nargs=3, metavar=("CONTENDER", "DIM", "N"), help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.child:
-        c, d, n = args.child
-        print(json.dumps(measure(c, int(d), int(n), args.threads)))
-        return 0
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "dims": [16, 64],
+    "sizes": [100_000, 1_000_000],
+    "threads": 2,
+    "contenders": ",".join(CONTENDERS),
+    "out": "benchmarks/results/footprint.json",
+}
+
+
+def run(args: Params) -> int:
     res = Results(machine(), args.threads)
     for n in args.sizes:
         for dim in args.dims:
             row: dict[str, Point] = {}
             for contender in args.contenders.split(","):
-                child = ["--child", contender, str(dim), str(n)]
-                cmd = [sys.executable, __file__, "--threads", str(args.threads), *child]
-                out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-                point = Point(contender, dim, n, **json.loads(out.strip().splitlines()[-1]))
+                measured = call_in_child(
+                    "bench_footprint", "measure", contender=contender, dim=dim, n=n, threads=args.threads
+                )
+                point = Point(contender, dim, n, **measured)
                 row[contender] = point
                 res.points.append(point)
                 print(f"n={n} d={dim} {contender}: build {point.build_seconds:.1f} s, RSS "
@@ -109,7 +105,3 @@ def main() -> int:
                 print(f"  ours / {other}: {res.ratios[-1]}", flush=True)
     write_results(args.out, res)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

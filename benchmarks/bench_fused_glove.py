@@ -14,15 +14,16 @@ equal the plain search's.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Any
 
 import datasets as ds
 import numpy as np
+from bench_common import Params
 from bench_temporal import timed
 from knn_report import write_result
 
@@ -56,18 +57,21 @@ def recall(found: np.ndarray, truth: np.ndarray) -> float:
     return sum(len(set(a) & set(b) - {-1}) for a, b in zip(found.tolist(), truth.tolist())) / truth.size
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--n", type=int, default=100_000, help="database rows (default: 100000)")
-    p.add_argument("--queries", type=int, default=500, help="held-out queries (default: 500)")
-    p.add_argument("--k", type=int, default=10)
-    p.add_argument("--days", type=float, default=60.0, help="time span of the rows (default: 60)")
-    p.add_argument("--half-life-days", type=float, default=14.0)
-    p.add_argument("--efs", default="10,16,32,64,128,256,512")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=None, help="JSON path (default: benchmarks/results/fused_glove_<n>.json)")
-    args = p.parse_args(argv)
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "n": 100_000,  # database rows (default: 100000)
+    "queries": 500,  # held-out queries (default: 500)
+    "k": 10,
+    "days": 60.0,  # time span of the rows (default: 60)
+    "half_life_days": 14.0,
+    "efs": "10,16,32,64,128,256,512",
+    "repeats": 3,
+    "seed": 0,
+    "out": None,  # JSON path (default: benchmarks/results/fused_glove_<n>.json)
+}
+
+
+def run(args: Params) -> int:
     efs = [int(e) for e in args.efs.split(",")]
 
     glove = ds._load_glove()
@@ -131,7 +135,3 @@ def main(argv: list[str] | None = None) -> int:
     write_result(out, result)
     print(f"results: {out}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -27,7 +27,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_common import machine, write_results  # noqa: E402
+from bench_common import Params, machine, write_results  # noqa: E402
 
 from poincare_index.hierarchy import Embedding, mammals, noun_closure, reconstruction, train  # noqa: E402
 
@@ -115,23 +115,29 @@ def nouns(args: argparse.Namespace, res: Results) -> None:
     print(res.runs[-1], flush=True)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", choices=["mammals", "nouns"], default="mammals")
-    ap.add_argument("--dim", type=int, default=10)
-    ap.add_argument("--epochs", type=int, default=50)
-    ap.add_argument("--negatives", type=int, default=10)
-    ap.add_argument("--burn-in", type=int, default=10)
-    ap.add_argument("--lr", type=float, default=0.3)
-    ap.add_argument("--lr-final", type=float, default=None)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--minutes", type=float, default=30.0)
-    ap.add_argument("--eval-every", type=int, default=25)
-    ap.add_argument("--eval-nodes", type=int, default=1000)
-    ap.add_argument("--no-gensim", action="store_true")
-    ap.add_argument("--out", default=None)
-    args = ap.parse_args()
+# Data of this suite's own (not in registry.py's dataset registry).
+OWN_DATA = ("mammals", "nouns")
+
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "data": "mammals",
+    "dim": 10,
+    "epochs": 50,
+    "negatives": 10,
+    "burn_in": 10,
+    "lr": 0.3,
+    "lr_final": None,
+    "seed": 0,
+    "threads": 1,
+    "minutes": 30.0,
+    "eval_every": 25,
+    "eval_nodes": 1000,
+    "no_gensim": False,
+    "out": None,
+}
+
+
+def run(args: Params) -> int:
     res = Results(data=args.data, dim=args.dim, machine=machine(), params=vars(args).copy())
     if args.data == "mammals":
         edges = mammals()
@@ -149,7 +155,3 @@ def main() -> int:
     out = args.out or os.path.join(HERE, "results", f"hierarchy_{args.data}_{args.dim}d.json")
     write_results(out, res)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -26,7 +26,6 @@ The library's own three modes (``Memory.search(mode=...)``) are measured on the 
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -40,7 +39,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_common import write_results  # noqa: E402
+from bench_common import Params, write_results  # noqa: E402
 from text_data import labelled_changelog_split  # noqa: E402
 
 from poincare_memory import Memory  # noqa: E402
@@ -137,15 +136,18 @@ def recall(found: np.ndarray, label: str, labels: list[str], n_relevant: int) ->
     return sum(labels[r] == label for r in found.tolist()) / min(K, n_relevant)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=20_000)
-    ap.add_argument("--queries", type=int, default=500)
-    ap.add_argument("--candidates", type=int, default=50, help="each side's depth (Memory's default)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--minilm", action="store_true")
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "hybrid_fusion.json"))
-    args = ap.parse_args()
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "n": 20_000,
+    "queries": 500,
+    "candidates": 50,  # each side's depth (Memory's default)
+    "seed": 0,
+    "minilm": False,
+    "out": os.path.join(HERE, "results", "hybrid_fusion.json"),
+}
+
+
+def run(args: Params) -> int:
     texts, labels, queries, q_labels = labelled_set(args.n, args.queries, args.seed)
     half = len(queries) // 2
     splits = {"dev": range(half), "test": range(half, len(queries))}
@@ -236,7 +238,3 @@ def main() -> int:
         print(f"  {e}: {c['rule']} chosen on dev (margin {dev_m:+.3f}); on test {test_m:+.3f}")
     write_results(args.out, res)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

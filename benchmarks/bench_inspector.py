@@ -22,7 +22,6 @@ everything at once: its ``inspectorReady`` stands for both point figures.
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import json
 import os
@@ -32,12 +31,14 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from bench_common import Params  # noqa: E402
 from knn_report import write_result  # noqa: E402
 
 from poincare_index.inspector import serve  # noqa: E402
@@ -137,16 +138,19 @@ def machine() -> str:
     return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--n", type=int, default=2000, help="memories in the store")
-    p.add_argument("--clients", type=int, default=20)
-    p.add_argument("--requests", type=int, default=50, help="requests per client")
-    p.add_argument("--backlog", type=int, default=None, help="listen queue length (default: the server's)")
-    p.add_argument("--page", action="store_true", help="page load times in headless chromium instead")
-    p.add_argument("--loads", type=int, default=5, help="page loads measured (--page)")
-    p.add_argument("--json", default=None)
-    args = p.parse_args()
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "n": 2000,  # memories in the store
+    "clients": 20,
+    "requests": 50,  # requests per client
+    "backlog": None,  # listen queue length (default: the server's)
+    "page": False,  # page load times in headless chromium instead
+    "loads": 5,  # page loads measured (--page)
+    "out": None,
+}
+
+
+def run(args: Params) -> int:
     if args.backlog is not None:
         inspector_server.InspectorHTTPServer.request_queue_size = args.backlog
     backlog = inspector_server.InspectorHTTPServer.request_queue_size
@@ -159,8 +163,8 @@ def main() -> None:
         finally:
             server.close()
         print(json.dumps(asdict(page), indent=1))
-        if args.json:
-            write_result(args.json, page)
+        if args.out:
+            write_result(args.out, page)
         return
     server = serve(mem)
     host, port = server.httpd.server_address[:2]
@@ -210,9 +214,5 @@ def main() -> None:
         over_900ms=int((ms > 900).sum()), wall_s=round(wall, 2),
     )  # fmt: skip
     print(json.dumps(asdict(res), indent=1))
-    if args.json:
-        write_result(args.json, res)
-
-
-if __name__ == "__main__":
-    main()
+    if args.out:
+        write_result(args.out, res)

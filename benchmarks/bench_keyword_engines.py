@@ -13,7 +13,6 @@ tantivy``); without it only ours is measured.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -25,7 +24,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_common import percentiles_ms, write_results  # noqa: E402
+from bench_common import Params, percentiles_ms, write_results  # noqa: E402
 from text_data import memory_items  # noqa: E402
 
 from poincare_index.memory.keyword import KeywordIndex, analyze  # noqa: E402
@@ -106,13 +105,16 @@ class Tantivy:
         return len(rows)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=100_000)
-    ap.add_argument("--turns", type=int, default=300)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "keyword_engines.json"))
-    args = ap.parse_args()
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "n": 100_000,
+    "turns": 300,
+    "seed": 0,
+    "out": os.path.join(HERE, "results", "keyword_engines.json"),
+}
+
+
+def run(args: Params) -> int:
     items, _ = memory_items(args.n + 2 * args.turns, seed=args.seed)
     texts = items.texts[: args.n]
     new = items.texts[args.n : args.n + args.turns]
@@ -157,7 +159,3 @@ def main() -> int:
         )
     write_results(args.out, res)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -14,11 +14,7 @@ figures measured in this run.
 
 from __future__ import annotations
 
-import argparse
-import ctypes
-import gc
 import os
-import platform
 import sys
 import time
 from dataclasses import dataclass, field
@@ -27,6 +23,7 @@ from typing import Any
 import adapters as ad
 import datasets as ds
 import numpy as np
+from bench_common import Params, hardware_info, rss_bytes, versions
 from knn_report import print_dataset, write_result
 from truth import Truth, exact_knn, recall
 
@@ -107,84 +104,6 @@ class RunResult:
 
 
 # ---------------------------------------------------------------------------------------------
-# environment and memory
-
-
-def hardware_info() -> dict[str, Any]:
-    info: dict[str, Any] = {"platform": platform.platform(), "machine": platform.machine()}
-    try:
-        with open("/proc/cpuinfo") as f:
-            lines = f.read().splitlines()
-        models = [ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")]
-        flags = next((ln.split(":", 1)[1].split() for ln in lines if ln.startswith("flags")), [])
-        info["cpu_model"] = models[0] if models else "unknown"
-        info["logical_cpus"] = len(models)
-        info["simd"] = [f for f in ("avx2", "fma", "avx512f", "avx512bw", "avx512vl") if f in flags]
-    except OSError:
-        info["cpu_model"] = platform.processor() or "unknown"
-    info["nproc"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    try:
-        with open("/proc/meminfo") as f:
-            mem = next(ln for ln in f if ln.startswith("MemTotal"))
-        info["mem_total_kib"] = int(mem.split()[1])
-    except (OSError, StopIteration):
-        pass
-    return info
-
-
-def versions() -> dict[str, str]:
-    import faiss
-
-    import poincare_index as pi
-
-    def dist_version(name: str) -> str:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            return version(name)
-        except PackageNotFoundError:
-            return "unknown"
-
-    import hashlib
-
-    core_path = pi._core.__file__
-    with open(core_path, "rb") as f:
-        core_sha = hashlib.sha256(f.read()).hexdigest()[:16]
-    return {
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "poincare_index": pi.__version__,
-        # The exact build benchmarked: the package may be rebuilt between runs.
-        "poincare_index_core_sha256": core_sha,
-        "poincare_index_core_mtime": time.strftime(
-            "%Y-%m-%dT%H:%M:%S", time.localtime(os.path.getmtime(core_path))
-        ),
-        "poincare_index_kernel": pi.kernel_name(),
-        "faiss": getattr(faiss, "__version__", dist_version("faiss-cpu")),
-        "hnswlib": dist_version("hnswlib"),
-    }
-
-
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-try:
-    _LIBC: ctypes.CDLL | None = ctypes.CDLL("libc.so.6")
-except OSError:  # pragma: no cover - not glibc
-    _LIBC = None
-
-
-def rss_bytes() -> int:
-    """Resident set size of this process, after returning freed heap memory to the OS."""
-    gc.collect()
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * _PAGE
-    except OSError:  # pragma: no cover - not Linux
-        return 0
-
-
-# ---------------------------------------------------------------------------------------------
 # the harness loop
 
 
@@ -207,7 +126,7 @@ def time_batches(
 
 
 def run_contender(
-    adapter: ad.Adapter, data: ds.Dataset, truths: dict[str, Truth], args: argparse.Namespace
+    adapter: ad.Adapter, data: ds.Dataset, truths: dict[str, Truth], args: Params
 ) -> ContenderResult:
     threads: list[int] = args.threads
     build_threads = max(threads)
@@ -382,7 +301,7 @@ def compare(results: dict[str, ContenderResult], threads: list[int], target: flo
     return out
 
 
-def run_dataset(name: str, args: argparse.Namespace) -> DatasetResult:
+def run_dataset(name: str, args: Params) -> DatasetResult:
     t_start = time.perf_counter()
     load_before = os.getloadavg()
     print(f"\n=== {name} === (load average {load_before[0]:.2f})", flush=True)
@@ -406,7 +325,7 @@ def run_dataset(name: str, args: argparse.Namespace) -> DatasetResult:
         )
     results: dict[str, ContenderResult] = {}
     for cname in args.contenders:
-        adapter = ad.CONTENDERS[cname]()
+        adapter = ad.ALL_CONTENDERS[cname]()
         print(f"  {cname} ...", flush=True)
         try:
             results[cname] = run_contender(adapter, data, truths, args)
@@ -459,74 +378,37 @@ def run_dataset(name: str, args: argparse.Namespace) -> DatasetResult:
     )
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument(
-        "--dataset",
-        default="all",
-        help="one of " + ", ".join(ds.DATASETS) + ", a comma-separated list, or all (default: all)",
-    )
-    p.add_argument(
-        "--n",
-        type=int,
-        default=None,
-        help="rows in all, queries included (default: hierarchy 100000, GloVe 400000)",
-    )
-    p.add_argument("--queries", type=int, default=1000, help="held-out queries (default: 1000)")
-    p.add_argument(
-        "--threads", default="1,2", help="search thread counts; the build uses the largest (default: 1,2)"
-    )
-    p.add_argument("--k", type=int, default=10, help="neighbours per query (default: 10)")
-    p.add_argument(
-        "--self-queries",
-        type=int,
-        default=1000,
-        help="stored points searched by their own vector for self-recall@1 (default: 1000)",
-    )
-    p.add_argument("--target", type=float, default=0.95, help="recall@k target (default: 0.95)")
-    p.add_argument("--repeats", type=int, default=3, help="timed runs per batch, the best kept (default: 3)")
-    p.add_argument(
-        "--efs",
-        default=None,
-        help="comma-separated ef sweep (default: " + ",".join(map(str, ad.EF_SWEEP)) + ")",
-    )
-    p.add_argument(
-        "--stop-recall",
-        type=float,
-        default=0.999,
-        help="stop a contender's sweep once its recall reaches this; > 1 for the full sweep (default: 0.999)",
-    )
-    p.add_argument(
-        "--contenders",
-        default=",".join(ad.CONTENDERS),
-        help="comma-separated subset of " + ",".join(ad.CONTENDERS) + " (default: all)",
-    )
-    p.add_argument("--seed", type=int, default=0, help="data and query seed (default: 0)")
-    p.add_argument(
-        "--out", default=None, help="JSON path (default: benchmarks/results/knn_<dataset>_<n>_<time>.json)"
-    )
-    p.add_argument("-v", "--verbose", action="store_true", help="print each sweep point")
-    args = p.parse_args(argv)
-    args.datasets = list(ds.DATASETS) if args.dataset == "all" else args.dataset.split(",")
-    if any(d not in ds.DATASETS for d in args.datasets):
-        p.error(f"unknown dataset in {args.dataset!r}; choose from {', '.join(ds.DATASETS)} or all")
-    args.threads = [int(t) for t in str(args.threads).split(",") if t.strip()]
-    if not args.threads or min(args.threads) < 1:
-        p.error("--threads needs positive integers")
-    args.efs = None if args.efs is None else tuple(int(e) for e in args.efs.split(","))
-    args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
-    unknown = [c for c in args.contenders if c not in ad.CONTENDERS]
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "datasets": list(ds.DATASETS),  # names in registry.py's dataset registry
+    "n": None,  # rows in all, queries included (None: hierarchy 100000, GloVe 400000, trees 20000)
+    "queries": 1000,  # held-out queries
+    "threads": [1, 2],  # search thread counts; the build uses the largest
+    "k": 10,  # neighbours per query
+    "self_queries": 1000,  # stored points searched by their own vector for self-recall@1
+    "target": 0.95,  # recall@k target
+    "repeats": 3,  # timed runs per batch, the best kept
+    "efs": None,  # the ef sweep (None: adapters.EF_SWEEP)
+    "stop_recall": 0.999,  # stop a contender's sweep once its recall reaches this; > 1 for the full sweep
+    "contenders": list(ad.CONTENDERS),  # names in registry.py's contender registry
+    "seed": 0,  # data and query seed
+    "verbose": False,  # print each sweep point
+    "out": None,  # JSON path (the runner gives it)
+}
+
+
+def run(args: Params) -> int:
+    unknown = [d for d in args.datasets if d not in ds.DATASETS]
+    unknown += [c for c in args.contenders if c not in ad.ALL_CONTENDERS]
     if unknown:
-        p.error(f"unknown contenders {unknown}")
-    return args
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+        raise ValueError(f"unknown datasets or contenders {unknown}")
+    if not args.threads or min(args.threads) < 1:
+        raise ValueError("threads needs positive integers")
+    args.efs = None if args.efs is None else tuple(args.efs)
     names = args.datasets
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = args.out or os.path.join(
-        HERE, "results", f"knn_{args.dataset}_{'full' if args.n is None else args.n}_{stamp}.json"
+        HERE, "results", f"knn_{'full' if args.n is None else args.n}_{stamp}.json"
     )
     run = RunResult(
         created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -551,7 +433,3 @@ def main(argv: list[str] | None = None) -> int:
         write_result(out, run)  # rewritten after each dataset: a crash keeps what finished
     print(f"\nresults: {out}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -17,11 +17,9 @@ sweep whose recall@10 reaches the target (none if no ef does).
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +30,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_common import machine, write_results  # noqa: E402
+from bench_common import Params, machine, write_results  # noqa: E402
+from child_process import call_in_child  # noqa: E402
 
 CONTENDERS = ("ours-hnsw", "faiss-hnsw-lifted", "hnswlib-l2")
 EFS = (10, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
@@ -93,17 +92,19 @@ def truth_files(data: str, dim: int, n: int, queries: int, cache: str) -> dict[s
     return out
 
 
-def measure(args: argparse.Namespace) -> dict[str, Any]:
+def measure(
+    data: str, contender: str, dim: int, n: int, queries: int, build_threads: int, truth: dict[str, str]
+) -> dict[str, Any]:
     """In the child: build one contender, measure RSS, sweep ef."""
     import adapters as ad
-    from bench_knn import rss_bytes
+    from bench_common import rss_bytes
 
-    db, q = dataset(args.data, args.dim, args.n, args.queries)
-    adapter = ad.CONTENDERS[args.contender]()
-    truth = np.load(json.loads(args.truth)[adapter.truth])
+    db, q = dataset(data, dim, n, queries)
+    adapter = ad.CONTENDERS[contender]()
+    truth_ids = np.load(truth[adapter.truth])
     rss0 = rss_bytes()
     t0 = time.perf_counter()
-    adapter.build(db, args.build_threads)
+    adapter.build(db, build_threads)
     seconds = time.perf_counter() - t0
     rss = rss_bytes() - rss0
     del db
@@ -114,19 +115,19 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         t = time.perf_counter()
         ids = adapter.search(q, K, ef)
         elapsed = time.perf_counter() - t
-        hits = (truth[:, :, None] == ids[:, None, :K]).any(axis=2)
+        hits = (truth_ids[:, :, None] == ids[:, None, :K]).any(axis=2)
         sweep.append(
             {
                 "ef": ef,
                 "recall10": float(hits.mean()),
-                "recall1": float((ids[:, 0] == truth[:, 0]).mean()),
+                "recall1": float((ids[:, 0] == truth_ids[:, 0]).mean()),
                 "qps": len(q) / elapsed,
             }
         )
         if sweep[-1]["recall10"] >= 0.999:
             break
     dim = int(q.shape[1])
-    return {"build_seconds": seconds, "rss_bytes_per_vector": rss / args.n, "sweep": sweep, "dim": dim}
+    return {"build_seconds": seconds, "rss_bytes_per_vector": rss / n, "sweep": sweep, "dim": dim}
 
 
 def at_target(sweep: list[dict[str, float]], target: float) -> tuple[int | None, float | None, float | None]:
@@ -181,16 +182,13 @@ def plot(res: Results, path: str) -> None:
     fig.savefig(path, dpi=120)
 
 
-def run_point(
-    args: argparse.Namespace, contender: str, dim: int, n: int, threads: int, truth: dict[str, str]
-) -> Point:
+def run_point(args: Params, contender: str, dim: int, n: int, threads: int, truth: dict[str, str]) -> Point:
     """One contender at one size and thread count, measured in a child process."""
-    cmd = [sys.executable, __file__, "--child", "--data", args.data, "--contender", contender]
-    cmd += ["--dim", str(dim), "--n", str(n), "--queries", str(args.queries)]
-    cmd += ["--build-threads", str(threads), "--truth", json.dumps(truth)]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    done = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
-    m = json.loads(done.stdout.strip().splitlines()[-1])
+    m = call_in_child(
+        "bench_large", "measure", env=env, data=args.data, contender=contender, dim=dim, n=n,
+        queries=args.queries, build_threads=threads, truth=truth,
+    )  # fmt: skip
     ef, qps, r1 = at_target(m["sweep"], args.target_recall)
     p = Point(
         contender, args.data, m["dim"], n, threads, m["build_seconds"], m["rss_bytes_per_vector"], m["sweep"],
@@ -207,39 +205,28 @@ def run_point(
     return p
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default="hierarchy", help="hierarchy, or a dataset of datasets.py")
-    ap.add_argument("--dims", type=int, nargs="+", default=[16, 64], help="hierarchy only")
-    ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
-    ap.add_argument("--queries", type=int, default=500)
-    ap.add_argument("--build-threads", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--contenders", default=",".join(CONTENDERS))
-    ap.add_argument("--target-recall", type=float, default=0.95)
-    ap.add_argument("--out", default=None, help="default: results/large_<data>.json")
-    ap.add_argument("--plot", default=None, help="PNG path (default: beside --out)")
-    ap.add_argument(
-        "--merge",
-        nargs="+",
-        default=[],
-        help="results JSON of earlier runs (same data) whose points join this run's fit and plot",
-    )
-    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--contender", help=argparse.SUPPRESS)
-    ap.add_argument("--dim", type=int, help=argparse.SUPPRESS)
-    ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
-    ap.add_argument("--truth", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.child:
-        args.build_threads = args.build_threads[0]
-        print(json.dumps(measure(args)))
-        return 0
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "data": "hierarchy",  # hierarchy, or a dataset of datasets.py
+    "dims": [16, 64],  # hierarchy only
+    "sizes": [100_000, 1_000_000],
+    "queries": 500,
+    "build_threads": [1, 2],
+    "contenders": ",".join(CONTENDERS),
+    "target_recall": 0.95,
+    "out": None,  # default: results/large_<data>.json
+    "plot": None,  # PNG path (default: beside --out)
+    "merge": [],  # results JSON of earlier runs (same data) whose points join this run's fit and plot
+}
+
+
+def run(args: Params) -> int:
     out = args.out or os.path.join(HERE, "results", f"large_{args.data}.json")
     png = args.plot or os.path.splitext(out)[0] + ".png"
     dims = args.dims if args.data == "hierarchy" else [0]
     res = Results(machine(), args.data, args.queries, args.target_recall)
-    for earlier in args.merge:
-        with open(earlier) as f:
+    for earlier in args.merge:  # relative paths: beside this run's result file
+        with open(os.path.join(os.path.dirname(out), earlier)) as f:
             prior = json.load(f)
         if prior["data"] != args.data or prior["queries"] != args.queries:
             raise SystemExit(
@@ -262,7 +249,3 @@ def main() -> int:
         plot(res, png)
         print(f"plot: {png}")
     return 0 if all(not math.isnan(p.build_seconds) for p in res.points) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

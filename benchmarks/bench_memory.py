@@ -39,6 +39,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from bench_common import Params  # noqa: E402
 from text_data import labelled_changelog_split, memory_items  # noqa: E402
 
 import poincare_index as pi  # noqa: E402
@@ -253,29 +254,24 @@ def part_quality(args: argparse.Namespace, res: Results) -> None:
             print(f"  {key:32s} {np.mean(hits):.3f}   (store built in {build_s:.1f} s)", flush=True)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=100_000)
-    ap.add_argument("--queries", type=int, default=500)
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--target", type=float, default=0.95)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument(
-        "--times",
-        choices=["year", "real"],
-        default="year",
-        help="year: the items' times re-spread over one year (default); "
-        "real: the changelog dates (1995-2026)",
-    )
-    ap.add_argument("--time-scan-rows", type=int, default=None, help="override the index's time_scan_rows")
-    ap.add_argument("--quality-n", type=int, default=20_000)
-    ap.add_argument("--quality-queries", type=int, default=500)
-    ap.add_argument(
-        "--minilm", action="store_true", help="also measure all-MiniLM-L6-v2 (needs the [minilm] extra)"
-    )
-    ap.add_argument("--parts", nargs="+", default=["latency", "handbuilt", "tokens", "quality"])
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "memory.json"))
-    args = ap.parse_args()
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "n": 100_000,
+    "queries": 500,
+    "threads": os.cpu_count() or 1,
+    "target": 0.95,
+    "seed": 0,
+    "times": "year",  # year: items' times spread over one year; real: the changelog dates
+    "time_scan_rows": None,  # override the index's time_scan_rows
+    "quality_n": 20_000,
+    "quality_queries": 500,
+    "minilm": False,  # also measure all-MiniLM-L6-v2 (needs the [minilm] extra)
+    "parts": ["latency", "handbuilt", "tokens", "quality"],
+    "out": os.path.join(HERE, "results", "memory.json"),
+}
+
+
+def run(args: Params) -> int:
     res = Results(
         args.n, "", f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores", args.threads
     )
@@ -299,7 +295,3 @@ def main() -> int:
         json.dump(asdict(res), f, indent=1)
     print(f"wrote {args.out}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

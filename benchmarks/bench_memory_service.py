@@ -11,7 +11,6 @@ namespaces spread on ``--hosts`` hosts (queries per second, all threads together
 
 from __future__ import annotations
 
-import argparse
 import functools
 import os
 import sys
@@ -27,7 +26,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_common import machine, percentiles_ms, write_results  # noqa: E402
+from bench_common import Params, machine, percentiles_ms, write_results  # noqa: E402
 
 import poincare_index as pi  # noqa: E402
 
@@ -78,19 +77,22 @@ def throughput(memories: list[Any], queries: list[str], threads: int, at: dateti
     return per_thread * threads / (time.perf_counter() - t0)
 
 
-def main() -> int:
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "memories": 2000,  # per namespace
+    "namespaces": 4,
+    "hosts": 2,
+    "threads": 4,
+    "calls": 300,
+    "out": os.path.join(HERE, "results", "memory_service.json"),
+}
+
+
+def run(args: Params) -> int:
     import ray
 
     from poincare_index.distributed import MemoryService
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--memories", type=int, default=2000, help="per namespace")
-    ap.add_argument("--namespaces", type=int, default=4)
-    ap.add_argument("--hosts", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=4)
-    ap.add_argument("--calls", type=int, default=300)
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "memory_service.json"))
-    args = ap.parse_args()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     res = Results(machine(), args.memories, args.namespaces, args.hosts, args.threads)
     decay = pi.HalfLife(hours=24)
@@ -128,7 +130,3 @@ def main() -> int:
     write_results(args.out, res)
     ray.shutdown()
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -13,11 +13,10 @@ The index is built with add_from from a generated hierarchy written to a .npy fi
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +25,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_common import machine, write_results  # noqa: E402
+from bench_common import Params, machine, write_results  # noqa: E402
+from child_process import call_in_child  # noqa: E402
 
 MODES = ("full", "mmap", "fast", "fast+verify")
 
@@ -99,19 +99,20 @@ def build(n: int, dim: int, root: str) -> tuple[float, float]:
     return built, time.perf_counter() - t
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=1_000_000)
-    ap.add_argument("--dim", type=int, default=16)
-    ap.add_argument("--dir", required=True, help="where the index is saved (kept for --reuse)")
-    ap.add_argument("--reuse", action="store_true")
-    ap.add_argument("--runs", type=int, default=3, help="timed runs per mode (after one warm-up)")
-    ap.add_argument("--out", default=None, help="default: results/open_<n>_<dim>d.json")
-    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.child:
-        print(json.dumps(child(args.child, args.dir)))
-        return 0
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "n": 1_000_000,
+    "dim": 16,
+    "dir": None,  # where the index is saved (kept for --reuse)
+    "reuse": False,
+    "runs": 3,  # timed runs per mode (after one warm-up)
+    "out": None,  # default: results/open_<n>_<dim>d.json
+}
+
+
+def run(args: Params) -> int:
+    if args.dir is None:  # a throw-away directory (a quick run)
+        args.dir = os.path.join(tempfile.mkdtemp(prefix="bench_open_"), "index")
     built = saved = None
     if not os.path.isdir(args.dir + "_tiny"):
         import poincare_index as pi
@@ -129,9 +130,7 @@ def main() -> int:
     for mode in MODES:
         runs = []
         for _ in range(1 + args.runs):  # the first warms the page cache and is dropped
-            cmd = [sys.executable, __file__, "--child", mode, "--dir", args.dir]
-            done = subprocess.run(cmd, check=True, capture_output=True, text=True)
-            runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+            runs.append(call_in_child("bench_open", "child", mode=mode, root=args.dir))
         runs = runs[1:]
         m = dict(min(runs, key=lambda r: r["open_seconds"]))  # the run with the fastest open
         m["open_seconds_max"] = max(r["open_seconds"] for r in runs)
@@ -148,7 +147,3 @@ def main() -> int:
     out = args.out or os.path.join(HERE, "results", f"open_{n // 1000}k_{dim}d.json")
     write_results(out, res)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

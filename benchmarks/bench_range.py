@@ -12,7 +12,6 @@ many points) is timed beside it for scale.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from dataclasses import dataclass, field
@@ -23,8 +22,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_common import best_of, machine, write_results  # noqa: E402
-from datasets import DATASETS, load  # noqa: E402
+from bench_common import Params, best_of, machine, write_results  # noqa: E402
+from datasets import load  # noqa: E402
 
 import poincare_index as pi  # noqa: E402
 
@@ -44,16 +43,19 @@ class Results:
     faiss_flat_l2_range: dict[str, Any] = field(default_factory=dict)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default="hierarchy", choices=DATASETS)
-    ap.add_argument("--n", type=int, default=100_000)
-    ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--hits", type=int, default=10, help="points a median query returns")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "range.json"))
-    args = ap.parse_args()
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "data": "hierarchy",
+    "n": 100_000,
+    "queries": 200,
+    "hits": 10,  # points a median query returns
+    "threads": 1,
+    "repeats": 3,
+    "out": os.path.join(HERE, "results", "range.json"),
+}
+
+
+def run(args: Params) -> int:
     data = load(args.data, args.n, args.queries, seed=0)
     db, q = data.database, data.queries
     res = Results(args.data, len(db), data.dim, len(q), args.hits, args.threads, machine())
@@ -121,7 +123,3 @@ def main() -> int:
         print(f"faiss IndexFlatL2: range {t / len(q) * 1e3:.3f} ms/q, k-NN {t_knn / len(q) * 1e3:.3f} ms/q")
     write_results(args.out, res)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -14,7 +14,6 @@ during the run when asked.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -29,7 +28,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_common import machine, percentiles_ms, write_results  # noqa: E402
+from bench_common import Params, machine, percentiles_ms, write_results  # noqa: E402
 from text_data import generated_items  # noqa: E402
 
 from poincare_memory import Memory  # noqa: E402
@@ -62,16 +61,19 @@ class Results:
     visibility_ms: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=20_000)
-    ap.add_argument("--writes", type=int, default=1000)
-    ap.add_argument("--readers", type=int, default=2)
-    ap.add_argument("--interval-ms", type=float, default=5.0)
-    ap.add_argument("--poll-ms", type=float, default=0.5)
-    ap.add_argument("--checkpoint-every", type=int, default=20_000)
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "readers.json"))
-    args = ap.parse_args()
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "n": 20_000,
+    "writes": 1000,
+    "readers": 2,
+    "interval_ms": 5.0,
+    "poll_ms": 0.5,
+    "checkpoint_every": 20_000,
+    "out": os.path.join(HERE, "results", "readers.json"),
+}
+
+
+def run(args: Params) -> int:
     res = Results(
         args.n, args.writes, args.readers, args.interval_ms, args.poll_ms, args.checkpoint_every, machine()
     )
@@ -122,7 +124,3 @@ def main() -> int:
     )
     write_results(args.out, res)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

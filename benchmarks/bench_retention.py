@@ -14,7 +14,6 @@ a search saw.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -29,7 +28,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_common import machine, percentiles_ms, write_results  # noqa: E402
+from bench_common import Params, machine, percentiles_ms, write_results  # noqa: E402
 from text_data import generated_items  # noqa: E402
 
 from poincare_index.embed import HashingEmbedder  # noqa: E402
@@ -49,16 +48,19 @@ class Results:
     searches: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=1_000_000)
-    ap.add_argument("--fraction", type=float, default=0.1)
-    ap.add_argument("--queries", type=int, default=1000)
-    ap.add_argument("--baseline-s", type=float, default=10.0, help="searches timed before the run")
-    ap.add_argument("--dim", type=int, default=256, help="the hashing embedder's dimension (default 256)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "retention.json"))
-    args = ap.parse_args()
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "n": 1_000_000,
+    "fraction": 0.1,
+    "queries": 1000,
+    "baseline_s": 10.0,  # searches timed before the run
+    "dim": 256,  # the hashing embedder's dimension (default 256)
+    "seed": 0,
+    "out": os.path.join(HERE, "results", "retention.json"),
+}
+
+
+def run(args: Params) -> int:
     res = Results(args.n, args.fraction, args.dim, machine())
     items = generated_items(args.n + args.queries, args.seed, None)
     texts, times = items.texts[: args.n], items.t[: args.n]
@@ -117,7 +119,3 @@ def main() -> int:
               f"max {s['max']:.1f} ms")  # fmt: skip
     write_results(args.out, res)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

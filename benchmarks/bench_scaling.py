@@ -28,7 +28,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_common import machine, percentiles_ms, recall_at_k, write_results  # noqa: E402
+from bench_common import Params, machine, percentiles_ms, recall_at_k, write_results  # noqa: E402
 from datasets import load  # noqa: E402
 from truth import exact_knn  # noqa: E402
 
@@ -186,19 +186,22 @@ def model(res: Results, args: argparse.Namespace) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
-    ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--ef", type=int, nargs="+", default=[16, 32, 64, 128])
-    ap.add_argument("--ray-calls", type=int, default=300)
-    ap.add_argument("--cores-per-node", type=int, default=32)
-    ap.add_argument("--memory-per-node-gb", type=float, default=256.0)
-    ap.add_argument("--target-recall", type=float, default=0.95)
-    ap.add_argument("--ray-only", action="store_true", help="with --model-only: measure Ray again")
-    ap.add_argument("--model-only", default=None, help="recompute the model from a results file")
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "scaling.json"))
-    args = ap.parse_args()
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "sizes": [100_000, 1_000_000],
+    "queries": 200,
+    "ef": [16, 32, 64, 128],
+    "ray_calls": 300,
+    "cores_per_node": 32,
+    "memory_per_node_gb": 256.0,
+    "target_recall": 0.95,
+    "ray_only": False,  # with --model-only: measure Ray again
+    "model_only": None,  # recompute the model from a results file
+    "out": os.path.join(HERE, "results", "scaling.json"),
+}
+
+
+def run(args: Params) -> int:
     if args.model_only:
         with open(args.model_only) as f:
             res = Results(**{k: v for k, v in json.load(f).items() if k != "model"})
@@ -216,7 +219,3 @@ def main() -> int:
         print(json.dumps(row), flush=True)
     write_results(args.out, res)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -28,8 +27,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_common import best_of, machine, percentiles_ms, recall_at_k, write_results  # noqa: E402
-from datasets import DATASETS, load  # noqa: E402
+from bench_common import Params, best_of, machine, percentiles_ms, recall_at_k, write_results  # noqa: E402
+from datasets import load  # noqa: E402
 
 import poincare_index as pi  # noqa: E402
 
@@ -90,27 +89,27 @@ def warm_up(n: int, q: np.ndarray, ef: int, *searches: Any) -> None:
             search(q[i : i + 1], 10, ef=ef)
 
 
-def main() -> int:
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "data": "hierarchy",
+    "n": 100_000,
+    "queries": 1000,
+    "ef": 64,
+    "efs": [10, 12, 16, 24, 32, 48, 64, 96],
+    "repeats": 3,
+    "latency_queries": 300,
+    "latency_warmup": 50,  # untimed queries before each latency run (Ray frees the sweep's batches)
+    "out": os.path.join(HERE, "results", "sharded.json"),
+}
+
+
+def run(args: Params) -> int:
     import ray
 
     from poincare_index.distributed import ShardedIndex
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default="hierarchy", choices=DATASETS)
-    ap.add_argument("--n", type=int, default=100_000)
-    ap.add_argument("--queries", type=int, default=1000)
-    ap.add_argument("--ef", type=int, default=64)
-    ap.add_argument("--efs", type=int, nargs="+", default=[10, 12, 16, 24, 32, 48, 64, 96])
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--latency-queries", type=int, default=300)
-    ap.add_argument(
-        "--latency-warmup", type=int, default=50,
-        help="untimed single queries before each latency run (Ray frees the sweep's batches meanwhile)",
-    )  # fmt: skip
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "sharded.json"))
-    args = ap.parse_args()
     if args.ef not in args.efs:  # the same-ef figures and the latency runs are taken at --ef
-        ap.error(f"--ef {args.ef} must be one of --efs {args.efs}")
+        raise ValueError(f"ef {args.ef} must be one of efs {args.efs}")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     data = load(args.data, args.n, args.queries, seed=0)
     db, q = data.database, data.queries
@@ -206,7 +205,3 @@ def main() -> int:
     write_results(args.out, res)
     ray.shutdown()
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -11,11 +11,8 @@ process (getrusage) minus its RSS before the add, beside the index's own size
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,7 +20,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import machine, write_results  # noqa: E402
+from bench_common import Params, machine, write_results  # noqa: E402
+from child_process import call_in_child  # noqa: E402
 
 
 @dataclass
@@ -55,6 +53,15 @@ def _peak() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def generate(path: str, n: int, dim: int) -> None:
+    """In a first child: the points (a generated hierarchy) written to ``path`` (.npy)."""
+    import numpy as np
+
+    from poincare_index.datasets import hierarchy
+
+    np.save(path, hierarchy(n, dim, seed=0).points)
+
+
 def child(mode: str, path: str, dim: int, threads: int, chunk_rows: int) -> dict[str, Any]:
     import numpy as np
 
@@ -76,40 +83,29 @@ def child(mode: str, path: str, dim: int, threads: int, chunk_rows: int) -> dict
     return asdict(Mode(mode, seconds, index_bytes, before, peak_added, peak_added / index_bytes))
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n", type=int, default=1_000_000)
-    ap.add_argument("--dim", type=int, default=16)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--chunk-rows", type=int, default=65_536)
-    ap.add_argument("--modes", nargs="+", default=["add_from", "add_in_memory"])
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--child", nargs=2, metavar=("MODE", "PATH"), help=argparse.SUPPRESS)
-    ap.add_argument("--generate", metavar="PATH", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.generate:
-        import numpy as np
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "n": 1_000_000,
+    "dim": 16,
+    "threads": 2,
+    "chunk_rows": 65_536,
+    "modes": ["add_from", "add_in_memory"],
+    "out": None,
+}
 
-        from poincare_index.datasets import hierarchy
 
-        np.save(args.generate, hierarchy(args.n, args.dim, seed=0).points)
-        return
-    if args.child:
-        print(json.dumps(child(args.child[0], args.child[1], args.dim, args.threads, args.chunk_rows)))
-        return
+def run(args: Params) -> int:
     res = Results(machine(), args.n, args.dim, args.threads, args.chunk_rows)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "points.npy")
-        common = [f"--n={args.n}", f"--dim={args.dim}", f"--threads={args.threads}"]
-        subprocess.run([sys.executable, __file__, *common, f"--generate={path}"], check=True)
+        call_in_child("bench_stream_add", "generate", path=path, n=args.n, dim=args.dim)
         for mode in args.modes:
-            out = subprocess.run(
-                [sys.executable, __file__, *common, f"--chunk-rows={args.chunk_rows}", "--child", mode, path],
-                check=True,
-                capture_output=True,
-                text=True,
-            )
-            m = Mode(**json.loads(out.stdout.strip().splitlines()[-1]))
+            m = Mode(
+                **call_in_child(
+                    "bench_stream_add", "child", mode=mode, path=path, dim=args.dim,
+                    threads=args.threads, chunk_rows=args.chunk_rows,
+                )
+            )  # fmt: skip
             res.modes.append(m)
             print(
                 f"{m.mode:14s} n={args.n} d={args.dim}: {m.seconds:7.1f} s, "
@@ -119,7 +115,3 @@ def main() -> None:
             )
     name = f"stream_add_{args.n // 1000}k_{args.dim}d.json"
     write_results(args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", name), res)
-
-
-if __name__ == "__main__":
-    main()

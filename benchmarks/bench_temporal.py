@@ -20,7 +20,6 @@ and 50% of the rows; 1,000 held-out queries. Ground truth is an exact float64 nu
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
@@ -29,6 +28,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 import numpy as np
+from bench_common import Params
 
 import poincare_index as pi
 from poincare_index.datasets import hierarchy
@@ -147,21 +147,22 @@ def _finite(obj: Any) -> Any:
     return obj
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=100_000)
-    ap.add_argument("--queries", type=int, default=1_000)
-    ap.add_argument("--dim", type=int, default=64)
-    ap.add_argument("--k", type=int, default=10)
-    ap.add_argument("--target", type=float, default=0.95)
-    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "temporal.json"))
-    ap.add_argument(
-        "--parts", nargs="+", default=["fused", "plain", "filters"], choices=["fused", "plain", "filters"]
-    )
-    args = ap.parse_args()
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "n": 100_000,
+    "queries": 1_000,
+    "dim": 64,
+    "k": 10,
+    "target": 0.95,
+    "threads": [1, 2],
+    "repeats": 2,
+    "seed": 0,
+    "out": os.path.join(HERE, "results", "temporal.json"),
+    "parts": ["fused", "plain", "filters"],
+}
+
+
+def run(args: Params) -> int:
     k, target = args.k, args.target
     rng = np.random.default_rng(args.seed)
     data = hierarchy(args.n + args.queries, args.dim, seed=args.seed)
@@ -336,7 +337,3 @@ def main() -> int:
         )  # fmt: skip
     print(f"wrote {args.out}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -10,7 +10,6 @@ both, and recall of the fused top-10 against the exact fused top-10 of a single 
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -23,8 +22,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_common import machine, percentiles_ms, recall_at_k, write_results  # noqa: E402
-from datasets import DATASETS, load  # noqa: E402
+from bench_common import Params, machine, percentiles_ms, recall_at_k, write_results  # noqa: E402
+from datasets import load  # noqa: E402
 
 import poincare_index as pi  # noqa: E402
 
@@ -40,22 +39,25 @@ class Results:
     runs: list[dict[str, Any]] = field(default_factory=list)
 
 
-def main() -> int:
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "data": "hierarchy",
+    "n": 100_000,
+    "queries": 1000,
+    "kind": "hnsw",
+    "ef": 64,
+    "half_life_days": 7.0,
+    "time_coef": [1.0, 0.3],
+    "latency_queries": 200,
+    "out": None,
+}
+
+
+def run(args: Params) -> int:
     import ray
 
     from poincare_index.distributed import ShardedIndex
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default="hierarchy", choices=DATASETS)
-    ap.add_argument("--n", type=int, default=100_000)
-    ap.add_argument("--queries", type=int, default=1000)
-    ap.add_argument("--kind", default="hnsw", choices=["hnsw", "flat"])
-    ap.add_argument("--ef", type=int, default=64)
-    ap.add_argument("--half-life-days", type=float, default=7.0)
-    ap.add_argument("--time-coef", type=float, nargs="+", default=[1.0, 0.3])
-    ap.add_argument("--latency-queries", type=int, default=200)
-    ap.add_argument("--out", default=None)
-    args = ap.parse_args()
     out = args.out or os.path.join(HERE, "results", f"time_shards_{args.kind}.json")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     data = load(args.data, args.n, args.queries, seed=0)
@@ -109,7 +111,3 @@ def main() -> int:
     write_results(out, res)
     ray.shutdown()
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -13,17 +13,18 @@ per month; both are arguments).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 from datetime import timedelta
+from typing import Any
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from bench_common import Params  # noqa: E402
 from text_data import generated_items  # noqa: E402
 
 from poincare_memory import HalfLife, Memory  # noqa: E402
@@ -38,17 +39,20 @@ WINDOWS: list[tuple[str, timedelta | None, int | None]] = [
 ]
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=36_000)
-    ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--k", type=int, default=5)
-    ap.add_argument("--agents", type=int, default=100)
-    ap.add_argument("--retrievals-per-month", type=int, default=100)
-    ap.add_argument("--price-per-million", type=float, default=5.0)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "cost_table.json"))
-    args = ap.parse_args()
+# The parameters and their defaults; a configuration (benchmarks/configs/) overrides them.
+DEFAULTS: dict[str, Any] = {
+    "n": 36_000,
+    "queries": 200,
+    "k": 5,
+    "agents": 100,
+    "retrievals_per_month": 100,
+    "price_per_million": 5.0,
+    "seed": 0,
+    "out": os.path.join(HERE, "results", "cost_table.json"),
+}
+
+
+def run(args: Params) -> int:
     items = generated_items(args.n + args.queries, args.seed, None)
     mem = Memory(decay=HalfLife(hours=24 * 7))
     mem.add_many(items.texts[: args.n], [f"m{i}" for i in range(args.n)], t=items.t[: args.n])
@@ -81,7 +85,3 @@ def main() -> int:
     with open(args.out, "w") as f:
         json.dump({"args": vars(args), "rows": rows}, f, indent=2)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
