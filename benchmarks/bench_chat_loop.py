@@ -87,7 +87,7 @@ def run(args: Params) -> int:
             t0 = time.perf_counter()
             mem.search(None if mode == "vector" else q, k=10, vector=qv, mode=mode, at_time=now)
             quiet.append(time.perf_counter() - t0)
-        merges_before = mem._keyword._generation, mem._keyword.pending()
+        merges_before = mem._rows.keyword._generation, mem._rows.keyword.pending()
         for q, qv in zip(queries, query_vecs):
             now = now + timedelta(seconds=30)
             t0 = time.perf_counter()
@@ -104,7 +104,7 @@ def run(args: Params) -> int:
             "loop_add_ms": percentiles_ms(loop_add),
             "loop_turn_ms": percentiles_ms([a + b for a, b in zip(loop_add, loop_search)]),
             "loop_vs_no_write_p50": float(np.median(loop_search) / np.median(quiet)),
-            "keyword_delta_rows_before_after": [merges_before[1], mem._keyword.pending()],
+            "keyword_delta_rows_before_after": [merges_before[1], mem._rows.keyword.pending()],
         }
         m = res.modes[mode]
         print(

@@ -179,7 +179,7 @@ def run(args: Params) -> int:
             r = mem.index.search_scored(qvecs[i : i + 1], args.candidates, touch=False)
             keep = r.ids[0] >= 0
             vec_rows, vec_scores = r.ids[0][keep], r.scores[0][keep].astype(np.float64)
-            matches, match_bm25 = mem._keyword_matches(q)
+            matches, match_bm25 = mem._rows.keyword_matches(q, mem._journal.log_lock)
             bm25 = np.zeros(len(texts))
             bm25[matches] = match_bm25
             kw_rows = matches[np.argsort(-bm25[matches], kind="stable")][: args.candidates]
@@ -188,7 +188,7 @@ def run(args: Params) -> int:
             dist, depth = mem._exact_terms(union_rows.tolist(), qvecs[i])
             c = Lists(
                 vec_rows, vec_scores, kw_rows, kw_scores,
-                union_rows, mem._config.depth_bias * depth - dist, bm25[union_rows],
+                union_rows, mem._rows.config.depth_bias * depth - dist, bm25[union_rows],
             )  # fmt: skip
             per_rule["vector"].append(recall(vec_rows[:K], lab, labels, n_relevant[lab]))
             per_rule["keyword"].append(recall(kw_rows[:K], lab, labels, n_relevant[lab]))

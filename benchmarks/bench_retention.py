@@ -32,6 +32,7 @@ from bench_common import Params, machine, percentiles_ms, write_results  # noqa:
 from text_data import generated_items  # noqa: E402
 
 from poincare_index.embed import HashingEmbedder  # noqa: E402
+from poincare_index.memory.retention import RetentionRun  # noqa: E402
 from poincare_memory import HalfLife, Memory, Retention  # noqa: E402
 
 
@@ -98,7 +99,9 @@ def run(args: Params) -> int:
     searcher.start()
     time.sleep(args.baseline_s)
     with tempfile.TemporaryDirectory() as archive:
-        mem._retention = Retention(max_age=max_age, archive_dir=archive, every=timedelta(days=1))
+        mem._retention = RetentionRun(
+            Retention(max_age=max_age, archive_dir=archive, every=timedelta(days=1))
+        )
         phase["name"] = "during"
         t0 = time.perf_counter()
         res.deleted = mem.apply_retention(now)

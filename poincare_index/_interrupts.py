@@ -11,7 +11,7 @@ rules make a write whole instead:
 - Recovery after an exception decides from the state, never from which exception arrived
   where: the index's core says whether an add chunk went in (PoincareIndex._add_chunk_rows), and
   a Memory's one pending step, set before a write and replaced in the same step that logs it,
-  says whether the write was acknowledged (MemoryJournal._add_logged, _settle_pending).
+  says whether the write was acknowledged (memory.journal.Journal.add_logged, settle_pending).
 
 :func:`fault_point` is the tests' hook: they install a function that raises at a named step, so
 every step of a write is tested being cut off (tests/test_interrupted_writes.py and

@@ -67,9 +67,9 @@ def describe_store(root: Path) -> dict[str, Any]:
                     "memories": len(mem),
                     "time_range": _time_range(t_us),
                     "bytes_on_disk": _bytes_under(root / name),
-                    **mem._config.to_json(),
+                    **mem._rows.config.to_json(),
                     "snapshot_seq": mem._ns.current()[1],
-                    "last_seq": mem._seq,
+                    "last_seq": mem._journal.seq,
                 }
             )
     return {

@@ -94,11 +94,11 @@ def _with_a_roll_back_pending(path, fault) -> Memory:
     m = _memory(path)
     m.add("kept", id="k")
     fault("memory.add:log", OSError)
-    _fail_first_call(m._index, "remove_ids", MemoryError("during the roll-back"))
+    _fail_first_call(m._rows.index, "remove_ids", MemoryError("during the roll-back"))
     with pytest.raises(MemoryError):
         m.add("unlogged", id="u")
     _interrupts.set_fault_hook(None)
-    assert m._pending is not None
+    assert m._journal.pending is not None
     return m
 
 
@@ -122,12 +122,12 @@ def test_reads_never_show_or_touch_an_add_whose_roll_back_is_pending(tmp_path, f
 def test_an_operation_logged_but_not_applied_is_applied_by_the_next_write(tmp_path):
     m = _memory(tmp_path / "s")
     m.add_many(["alpha", "beta"], ["a", "b"])
-    _fail_first_call(m._index, "remove_ids", MemoryError("applying"))
+    _fail_first_call(m._rows.index, "remove_ids", MemoryError("applying"))
     with pytest.raises(MemoryError):
         m.delete("a")
     m.add("next", id="n")
     assert _contents(m) == {"b": "beta", "n": "next"}
-    _fail_first_call(m._index, "remove_ids", MemoryError("applying"))
+    _fail_first_call(m._rows.index, "remove_ids", MemoryError("applying"))
     with pytest.raises(MemoryError):
         m.update("b", "beta two")  # logged; deleting the old row failed
     assert len(m) == 2 and _contents(m) == {"b": "beta two", "n": "next"}
@@ -171,7 +171,7 @@ def test_a_compaction_cut_off_after_current_switched_is_followed(tmp_path, error
                 m.delete(f"m{i}")
         except KeyboardInterrupt:
             pass
-    assert len(m._mids) == 2  # the rows follow the compacted snapshot CURRENT names
+    assert len(m._rows.mids) == 2  # the rows follow the compacted snapshot CURRENT names
     # the next write's own compaction cannot rescue it: writing snapshots now fails
     _fail_first_call(m._ns, "write_snapshot", OSError(28, "No space left on device"))
     m.add("after", id="after")
@@ -183,7 +183,7 @@ def test_a_retention_run_is_not_renumbered_by_a_compaction_between_its_deletes(m
     m = Memory(
         embedder=HashingEmbedder(dim=16), compact_min_rows=40, retention=Retention(max_age=timedelta(days=1))
     )
-    m._next_retention_us = 2**62  # not due while the rows go in
+    m._retention.next_us = 2**62  # not due while the rows go in
     m.add_many(
         [f"t{i}" for i in range(50)],
         [f"m{i}" for i in range(50)],
@@ -204,15 +204,15 @@ def test_a_ctrl_c_inside_a_checkpoint_lands_after_it(tmp_path, fault):
     with pytest.raises(OSError):
         m.add("never", id="x")
     _interrupts.set_fault_hook(None)
-    assert m._unlogged_voids == [1]
+    assert m._journal.unlogged_voids == [1]
     source = open(journal.__file__).read().splitlines()
     line = 1 + next(
-        i for i, s in enumerate(source) if "self._unlogged_voids = none_left  # the snapshot holds" in s
+        i for i, s in enumerate(source) if "self.unlogged_voids = none_left  # the snapshot holds" in s
     )
     sent = []
 
     def tracer(frame, event, arg):
-        if frame.f_code.co_name != "_write_snapshot_and_rotate":
+        if frame.f_code.co_name != "write_snapshot_and_rotate":
             return None
 
         def local(frame, event, arg):
@@ -229,7 +229,7 @@ def test_a_ctrl_c_inside_a_checkpoint_lands_after_it(tmp_path, fault):
             m.checkpoint()
     finally:
         sys.settrace(None)
-    assert sent and m._unlogged_voids == []
+    assert sent and m._journal.unlogged_voids == []
     m.add("next", id="n")
     assert _reader(tmp_path / "s") == {"k": "kept", "n": "next"}
 
@@ -264,7 +264,7 @@ def test_a_search_that_waited_for_the_lock_never_sees_an_add_that_was_not_logged
     def searcher():
         found["ids"] = [r.id for r in m.search("never a", k=5)]  # touch=True logs what it returns
 
-    real_add_logged = type(m)._add_logged
+    real_add_logged = type(m._journal).add_logged
 
     def add_logged(self, *args, **kwargs):  # the writer lock is held: the search waits for it
         found["thread"] = threading.Thread(target=searcher)
@@ -272,9 +272,9 @@ def test_a_search_that_waited_for_the_lock_never_sees_an_add_that_was_not_logged
         time.sleep(0.3)
         return real_add_logged(self, *args, **kwargs)
 
-    monkeypatch.setattr(type(m), "_add_logged", add_logged)
+    monkeypatch.setattr(type(m._journal), "add_logged", add_logged)
     fault("memory.add:log", OSError)
-    _fail_first_call(m, "_roll_back_add", MemoryError("roll-back cut off"))
+    _fail_first_call(m._rows, "roll_back_add", MemoryError("roll-back cut off"))
     with pytest.raises(MemoryError):
         m.add_many(["never a", "never b"], ["a", "b"])
     _interrupts.set_fault_hook(None)

@@ -259,7 +259,7 @@ def test_a_roll_back_cut_off_itself_is_finished_by_the_next_write(tmp_path, faul
     m.add("kept", id="k")
     fault("memory.add:log", 0, KeyboardInterrupt)
     calls = []
-    real_remove = type(m._keyword).remove
+    real_remove = type(m._rows.keyword).remove
 
     def remove_fails_once(self, rows):
         calls.append(rows)
@@ -267,13 +267,13 @@ def test_a_roll_back_cut_off_itself_is_finished_by_the_next_write(tmp_path, faul
             raise MemoryError("during the roll-back")
         return real_remove(self, rows)
 
-    monkeypatch.setattr(type(m._keyword), "remove", remove_fails_once)
+    monkeypatch.setattr(type(m._rows.keyword), "remove", remove_fails_once)
     with pytest.raises(MemoryError):
         m.add_many(["a", "b"], ["a", "b"])
     _interrupts.set_fault_hook(None)
-    assert m._pending is not None
+    assert m._journal.pending is not None
     m.add("next", id="n")  # settles the roll-back first
-    assert m._pending is None
+    assert m._journal.pending is None
     assert _contents(m) == {"k": "kept", "n": "next"} and len(m) == 2
     m.index._check_consistent()
     reader = Memory(embedder=HashingEmbedder(dim=16), path=tmp_path / "s", read_only=True)

@@ -223,7 +223,7 @@ def test_hybrid_fuses_scaled_scores_by_the_keyword_weight():
     vec = mem.search(q, k=n, touch=False, at_time=NOW)
     kw = mem.search(q, k=n, mode="keyword", touch=False, at_time=NOW)
     bm25 = {r.id: float(np.exp(r.relevance)) for r in kw}
-    rel = {r.id: -r.distance + mem._config.depth_bias * r.depth for r in vec}
+    rel = {r.id: -r.distance + mem._rows.config.depth_bias * r.depth for r in vec}
     lo, hi = min(rel.values()), max(rel.values())
     for w in (0.0, 0.3, 0.8, 1.0):
         hy = mem.search(q, k=6, mode="hybrid", touch=False, at_time=NOW, keyword_weight=w)
@@ -234,7 +234,7 @@ def test_hybrid_fuses_scaled_scores_by_the_keyword_weight():
         }
         for r in hy:  # float64 reference of the fused score, by its definition
             assert np.exp(r.relevance) == pytest.approx(max(want[r.id], 1e-12), rel=1e-6)
-        assert [r.id for r in hy] == sorted(want, key=lambda i: (-want[i], mem._row_of[i]))[: len(hy)]
+        assert [r.id for r in hy] == sorted(want, key=lambda i: (-want[i], mem._rows.row_of[i]))[: len(hy)]
     assert mem.search(q, mode="hybrid", touch=False)[0].id == "m2"  # the embedder's own weight
     with pytest.raises(ValueError, match="keyword_weight"):
         mem.search(q, mode="hybrid", keyword_weight=1.5)
@@ -255,7 +255,7 @@ def test_hybrid_scores_every_candidate_on_both_sides():
     vec = mem.search(q, k=n, touch=False, at_time=NOW, ef=256)
     kw = mem.search(q, k=n, mode="keyword", touch=False, at_time=NOW)
     bm25 = {r.id: float(np.exp(r.relevance)) for r in kw}
-    rel = {r.id: -r.distance + mem._config.depth_bias * r.depth for r in vec}
+    rel = {r.id: -r.distance + mem._rows.config.depth_bias * r.depth for r in vec}
     union = {r.id for r in vec[:c]} | {r.id for r in kw[:c]}
     assert len(union) > c  # the two lists differ, so some candidate misses a side
     lo, hi = min(rel[i] for i in union), max(rel[i] for i in union)
@@ -265,7 +265,7 @@ def test_hybrid_scores_every_candidate_on_both_sides():
     hy = mem.search(q, k=c, mode="hybrid", touch=False, at_time=NOW, keyword_weight=w, candidates=c)
     for r in hy:  # float64 reference of the fused score, by its definition
         assert np.exp(r.relevance) == pytest.approx(max(want[r.id], 1e-12), rel=1e-6, abs=1e-9)
-    assert [r.id for r in hy] == sorted(want, key=lambda i: (-want[i], mem._row_of[i]))[:c]
+    assert [r.id for r in hy] == sorted(want, key=lambda i: (-want[i], mem._rows.row_of[i]))[:c]
     # ranks on each side: among all keyword matches (BM25, ties by row), among the vector list
     keyword_rank = {r.id: i + 1 for i, r in enumerate(kw)}
     wide = mem.search(q, k=3 * c, mode="hybrid", touch=False, at_time=NOW, keyword_weight=0.0, candidates=c)

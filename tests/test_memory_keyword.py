@@ -220,7 +220,9 @@ def test_memory_keyword_search_after_each_write_sees_adds_deletes_and_updates():
         mem.add(f"turn {i}: the user likes pistachio ice cream", id=f"turn{i}", t=t)
         hits = mem.search("pistachio", k=10, mode="keyword", touch=False)
         assert {h.id for h in hits} == {f"turn{j}" for j in range(i + 1)}
-    assert mem._keyword.built and mem._keyword.pending() == 5  # no rebuild: the adds are in the delta
+    assert (
+        mem._rows.keyword.built and mem._rows.keyword.pending() == 5
+    )  # no rebuild: the adds are in the delta
     mem.delete("turn2")
     assert "turn2" not in {h.id for h in mem.search("pistachio", k=10, mode="keyword", touch=False)}
     mem.update("turn3", "turn 3: the user now prefers hazelnut")
@@ -255,15 +257,15 @@ def test_cjk_query_finds_text_without_spaces():
 
 def test_a_merge_is_started_when_the_delta_grows_and_results_stay_right():
     mem = Memory(decay=None)
-    mem._keyword.merge_min = 20
+    mem._rows.keyword.merge_min = 20
     mem.add_many([f"seed memory {i}" for i in range(30)], [f"s{i}" for i in range(30)])
     mem.search("seed", mode="keyword", touch=False)
     for i in range(60):
         mem.add(f"chat turn {i} mentions saffron", id=f"c{i}")
         hits = mem.search("saffron", k=100, mode="keyword", touch=False)
         assert len(hits) == i + 1
-    mem._keyword.wait()
-    assert mem._keyword.pending() < 60  # merged at least once on the way
+    mem._rows.keyword.wait()
+    assert mem._rows.keyword.pending() < 60  # merged at least once on the way
     assert len(mem.search("saffron", k=100, mode="keyword", touch=False)) == 60
     mem.close()
 

@@ -11,12 +11,14 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from poincare_index.memory.journal import Journal
 from poincare_memory import Memory
 
 WRITER = """
 import os, sys, time
 import pytest
 
+from poincare_index.memory.journal import Journal
 from poincare_memory import Memory
 path, acks, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 fd = os.open(acks, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
@@ -38,6 +40,7 @@ READER = """
 import json, sys, time
 import pytest
 
+from poincare_index.memory.journal import Journal
 from poincare_memory import Memory
 path, acks = sys.argv[1], sys.argv[2]
 mem = Memory(path=path, read_only=True, num_threads=1)
@@ -137,13 +140,13 @@ def test_a_reader_outpaced_by_checkpoints_keeps_its_state_and_damage_still_raise
         writer.checkpoint()
         raise OSError("the snapshot was removed while being read")
 
-    monkeypatch.setattr(Memory, "_recover", outpaced)
-    assert reader.refresh() is False and "b" not in reader._row_of  # the last state, no error
+    monkeypatch.setattr(Journal, "recover", outpaced)
+    assert reader.refresh() is False and "b" not in reader._rows.row_of  # the last state, no error
 
     def damaged(self, ef_search):  # the store stands still and does not load
         raise pi.IndexFormatError("damaged snapshot")
 
-    monkeypatch.setattr(Memory, "_recover", damaged)
+    monkeypatch.setattr(Journal, "recover", damaged)
     with pytest.raises(pi.IndexFormatError, match="damaged"):
         reader.refresh()
     monkeypatch.undo()
@@ -176,7 +179,7 @@ def test_a_reader_pins_its_snapshot_so_checkpoints_during_its_read_remove_nothin
     reader = Memory(path=tmp_path, read_only=True)  # the old code retried, then gave up
     monkeypatch.undo()
     # The pinned snapshot and every log after it, the ones written during the read included.
-    assert {"tail", "during0", "during1"} <= set(reader._row_of) and len(reader._row_of) == 23
+    assert {"tail", "during0", "during1"} <= set(reader._rows.row_of) and len(reader._rows.row_of) == 23
     assert reader.refresh() is False
     writer.add("one more", id="more")
     writer.checkpoint()  # the pin is gone: this checkpoint removes the old snapshot and logs
@@ -196,13 +199,13 @@ def test_a_reader_that_keeps_up_follows_checkpoints_without_reloading_but_not_a_
     writer.add_many([f"fact {i}" for i in range(30)], [f"f{i}" for i in range(30)])
     reader = Memory(path=tmp_path, read_only=True)
     loads = []
-    real_recover = Memory._recover
+    real_recover = Journal.recover
 
     def counted(self, ef_search):
         loads.append(self)
         return real_recover(self, ef_search)
 
-    monkeypatch.setattr(Memory, "_recover", counted)
+    monkeypatch.setattr(Journal, "recover", counted)
     for round_ in range(5):  # a checkpoint between each of the reader's looks
         writer.add_many([f"round {round_} fact {i}" for i in range(4)], [f"r{round_}.{i}" for i in range(4)])
         writer.delete(f"f{round_}")

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pyarrow.parquet as pq
 import pytest
 
+from poincare_index.memory.retention import RetentionRun
 from poincare_memory import Memory, Retention
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -108,7 +109,7 @@ def test_a_run_deletes_in_chunks_and_leaves_rows_that_changed_since_they_were_ch
 
     monkeypatch.setattr(retention, "write_parquet_durably", write_while_the_store_changes)
     policy = Retention(max_age=timedelta(days=10), archive_dir=archive, clock=lambda: T0 + timedelta(days=20))
-    mem._retention = policy
+    mem._retention = RetentionRun(policy)
     assert mem.apply_retention() == 8  # d0..d9 chosen; d2 re-stamped, d4 deleted meanwhile
     assert "d2" in mem and "d4" not in mem and "d10" in mem and len(mem) == 11
     (run,) = archive.iterdir()

@@ -321,13 +321,13 @@ def test_metadata_updates_do_not_touch_the_graph_and_survive_reopening(tmp_path)
         mem.add(
             f"note number {i} about topic {i % 7}", id=f"n{i}", t=NOW - timedelta(hours=i), metadata={"k": i}
         )
-    slots = mem._index._core.slots
-    links = mem._index.check_integrity()["links"]
+    slots = mem._rows.index._core.slots
+    links = mem._rows.index.check_integrity()["links"]
     for round_ in range(5):
         for i in range(10):
             mem.update(f"n{i}", metadata={"k": 100 + round_, "round": round_}, t=NOW - timedelta(days=round_))
     mem.update("n11", valid_until=NOW + timedelta(days=1), metadata={"k": None})
-    assert mem._index._core.slots == slots and mem._index.check_integrity()["links"] == links
+    assert mem._rows.index._core.slots == slots and mem._rows.index.check_integrity()["links"] == links
     r = mem["n3"]
     assert r.metadata == {"k": 104, "round": 4} and r.t == NOW - timedelta(days=4)
     assert mem["n11"].metadata == {} and mem["n11"].valid_until == NOW + timedelta(days=1)

@@ -149,7 +149,7 @@ class StoreView:
         self.touch = bool(touch)
         self.decay = self.memory.decay if self.memory is not None else decay
         self.future_weight = (
-            self.memory._config.future_weight if self.memory is not None else DEFAULT_FUTURE_WEIGHT
+            self.memory._rows.config.future_weight if self.memory is not None else DEFAULT_FUTURE_WEIGHT
         )
         self._version: tuple[int, int] = (-1, -1)
         self._axes: NDArray[np.float64] | None = None
@@ -167,7 +167,7 @@ class StoreView:
 
     def _state(self) -> tuple[int, int]:
         assert self.memory is not None
-        return (self.memory._version, self.memory._touches)
+        return (self.memory._rows.version, self.memory._rows.touches)
 
     def sync(self, max_age: float = 0.25) -> None:
         """Re-reads the store when a live Memory changed (adds, deletes, accesses) and the view
@@ -189,8 +189,8 @@ class StoreView:
         if self.memory is not None:
             with self.memory._lock.reading():
                 self._version = self._state()
-                rows = [r for r, m in enumerate(self.memory._mids) if m is not None]
-                table = self.memory._table(rows)
+                rows = self.memory._rows.live_rows()
+                table = self.memory._rows.table(rows)
                 vecs = self._vectors(rows)
         else:
             table = self._index_table()

@@ -241,7 +241,7 @@ class PoincareVectorStore(VectorStore):
 
             filters: Any = keep
         else:
-            filters = resolve_missing(metadata_filter(filter), mem._has_column)
+            filters = resolve_missing(metadata_filter(filter), mem.has_metadata)
         return mem.search(None, k=k, vector=vector, mode="vector", filters=filters, touch=False)
 
     def similarity_search_with_score(

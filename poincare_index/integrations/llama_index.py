@@ -282,7 +282,7 @@ class PoincareVectorStore(BasePydanticVectorStore):
             raise TypeError(f"ref_doc_id must be a str, got {type(ref_doc_id).__name__}")
         mem = self._memory
         if mem is not None and len(mem):
-            mem.delete(filters=resolve_missing({PREFIX + "ref_doc_id": ref_doc_id}, mem._has_column))
+            mem.delete(filters=resolve_missing({PREFIX + "ref_doc_id": ref_doc_id}, mem.has_metadata))
 
     def delete_nodes(
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
@@ -309,7 +309,7 @@ class PoincareVectorStore(BasePydanticVectorStore):
         if not parts:
             return None
         condition = parts[0] if len(parts) == 1 else {"$and": parts}
-        return resolve_missing(condition, self._memory._has_column)
+        return resolve_missing(condition, self._memory.has_metadata)
 
     # ---- reads --------------------------------------------------------------------------
     def get_nodes(
@@ -332,7 +332,7 @@ class PoincareVectorStore(BasePydanticVectorStore):
         # An empty node_ids / doc_ids list restricts nothing (VectorStoreIndex passes one).
         condition = self._condition(query.node_ids or None, query.filters)
         if query.doc_ids:
-            by_doc = resolve_missing({PREFIX + "ref_doc_id": {"$in": list(query.doc_ids)}}, mem._has_column)
+            by_doc = resolve_missing({PREFIX + "ref_doc_id": {"$in": list(query.doc_ids)}}, mem.has_metadata)
             condition = by_doc if condition is None else {"$and": [condition, by_doc]}
         mode = query.mode
         if mode in (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.MMR):

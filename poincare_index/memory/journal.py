@@ -3,6 +3,7 @@ on open after the snapshot, and folded into a new snapshot at checkpoints (see s
 
 from __future__ import annotations
 
+import threading
 import warnings
 from typing import Any, Callable
 
@@ -16,135 +17,186 @@ from .._interrupts import deferred_interrupts, fault_point
 from .._progress import progress_bar
 from .codec import value_from_json, value_to_json
 from .log import LogWriter, iter_records
+from .result import Result
 from .rows import Batch, make_batch
+from .state import MemoryRows
 from .usage import save_usage
 
-__all__ = ["MemoryJournal"]
+__all__ = ["Journal", "batch_json"]
 
-_KEEP = object()  # _log_locked: leave what is pending as it is
+_KEEP = object()  # log_locked: leave what is pending as it is
 
 
-class MemoryJournal:
-    """Mixed into Memory; uses its _ns, _writer, _seq, _since_checkpoint and the _apply_* methods."""
+class Journal:
+    """The log and the snapshots of one Memory (``ns``, the namespace's files; None: a Memory
+    without a path, whose operations are counted and applied all the same), applied to ``rows``
+    (the Memory's state; replaced in place, never rebound) under ``lock`` (the Memory's
+    readers-writer lock)."""
 
-    _ns: Any
-    _writer: LogWriter | None
-    _seq: int
-    _since_checkpoint: int
-    _checkpoint_every: int
-    _fsync: bool
-    _read_only: bool
-    _log_lock: Any
-    _index: Any
-    _mids: list[str | None]
-    _texts: list[str | None]
-    _row_of: dict[str, int]
-    _config: Any
-    _unlogged_voids: list[int]
-    _pending: Callable[[], None] | None
-    _unlogged_from: int | None
-    _lock: Any
-    _snapshot: str | None
-    _snapshot_read: str | None
-    _snapshot_seq: int
-    _log_offsets: dict[str, int]
-    _epoch: int
-    _seen: Any
-    _version: int
-    _closed: bool
-    _usage: Any
-    _progress: bool
+    def __init__(
+        self, ns: Any, rows: MemoryRows, lock: Any, *, read_only: bool, fsync: bool,
+        checkpoint_every: int, usage: Any, progress: bool,
+    ) -> None:  # fmt: skip
+        self.ns = ns
+        self.rows = rows
+        self.lock = lock
+        self.read_only = read_only
+        self.fsync = fsync
+        self.checkpoint_every = checkpoint_every
+        self.usage = usage  # saved with every checkpoint
+        self.progress = progress  # bars (tqdm) for opening a store
+        self.log_lock = threading.Lock()  # log appends and the touch counters
+        self.writer: LogWriter | None = None
+        self.seq = 0  # operations acknowledged (logged, with a path)
+        self.since_checkpoint = 0
+        self.unlogged_voids: list[int] = []  # rows of rolled-back adds the log has yet to name
+        self.pending: Callable[[], None] | None = None  # the cut-off operation's end (settle_pending)
+        self.snapshot: str | None = None  # the snapshot the state was loaded from
+        self.snapshot_read: str | None = None
+        self.snapshot_seq = 0  # its sequence number (the writer's: the last one it wrote)
+        self.epoch = 0  # compactions since the store began (store.NamespaceDir.current_state)
+        self.log_offsets: dict[str, int] = {}  # a reader's position in each log it tails
+        self.seen: Any = None  # the store's signature when the state was last brought up to date
 
-    def _checkpoint_locked(self) -> None:
+    def checkpoint(self) -> None:
+        """A checkpoint now (a Memory with a path, opened for writing): under the writer lock."""
+        if self.ns is None or self.read_only:
+            return
+        with self.lock.writing():
+            self.settle_pending()  # before the log lock: a roll-back takes it
+            with self.log_lock:
+                self.checkpoint_locked()
+
+    def touch(self, results: list[Result]) -> list[Result]:
+        """Counts an access on each result's memory: logged and counted, or neither; the results'
+        ``access_count`` set to the new counts."""
+        rows = [self.rows.row_of[r.id] for r in results]
+        with self.log_lock, deferred_interrupts():
+            self.log_locked({"op": "touch", "rows": rows})
+            self.rows.apply_touch(rows)
+            access = self.rows.index._columns.access_counts(np.asarray(rows, dtype=np.int64))
+        # The results were built by this call and nobody holds them yet: their counts are set in
+        # place (a dataclasses.replace per result cost ~0.25 ms of a 10-result search).
+        for r, c in zip(results, access.tolist()):
+            object.__setattr__(r, "access_count", c)
+        return results
+
+    def maybe_compact(self, min_rows: int) -> None:
+        """When more than half of a large store's rows are deleted memories, rebuild the index
+        from the live rows (deleted rows keep their slots in the graph otherwise). A persistent
+        store writes the compacted snapshot first and switches to it only once that succeeded,
+        so the log after it always speaks of the rows on disk."""
+        if not self.rows.compaction_due(min_rows):
+            return
+        index, mids, texts = self.rows.compacted()
+        if self.ns is not None:
+            with self.log_lock:
+                epoch = self.epoch
+                try:
+                    self.write_snapshot_and_rotate(index, mids, texts, renumbered=True)
+                except BaseException as exc:
+                    # Decided by the state: once CURRENT names the compacted snapshot (the epoch
+                    # moved), the log follows its rows and so must this Memory.
+                    switched = self.epoch != epoch
+                    if switched:
+                        self.rows.adopt_compacted(index, mids, texts)
+                    if not isinstance(exc, Exception):
+                        raise
+                    what = "compacted, but cleaning up after it failed" if switched else "compaction skipped"
+                    warnings.warn(f"memory store {self.ns.dir}: {what} ({exc})", RuntimeWarning, stacklevel=3)
+                    return
+        self.rows.adopt_compacted(index, mids, texts)
+
+    def checkpoint_locked(self) -> None:
         """Snapshot at the current sequence number, then a fresh log, then the old files go.
         The new log exists before anything older is removed, so a failure at any step leaves
         every acknowledged change either in the snapshot CURRENT names or in a log after it."""
-        assert self._ns is not None
+        assert self.ns is not None
         with deferred_interrupts():
-            if self._unlogged_voids:  # into the log first: a snapshot's sequence number names
+            if self.unlogged_voids:  # into the log first: a snapshot's sequence number names
                 # everything it holds (a reader at that number adopts it without loading it)
                 none_left: list[int] = []
-                self._append_record({"op": "void", "rows": self._unlogged_voids})
-                self._unlogged_voids = none_left
-        self._write_snapshot_and_rotate(self._index, self._mids, self._texts)
+                self.append_record({"op": "void", "rows": self.unlogged_voids})
+                self.unlogged_voids = none_left
+        self.write_snapshot_and_rotate(self.rows.index, self.rows.mids, self.rows.texts)
 
-    def _write_snapshot_and_rotate(
+    def write_snapshot_and_rotate(
         self, index: Any, mids: list[str | None], texts: list[str | None], renumbered: bool = False
     ) -> None:
         """``renumbered``: a compaction (rows renumbered), which starts a new row epoch; the
         logs before it are then of no use to a reader, else the previous snapshot's are kept."""
-        assert self._ns is not None
-        epoch = self._epoch + 1 if renumbered else self._epoch
-        previous_seq = self._seq if renumbered else self._snapshot_seq
+        assert self.ns is not None
+        epoch = self.epoch + 1 if renumbered else self.epoch
+        previous_seq = self.seq if renumbered else self.snapshot_seq
         with deferred_interrupts():  # CURRENT switched and the state that says so: both or neither
             try:
-                snapshot = self._ns.write_snapshot(self._seq, index, mids, texts, epoch)
+                snapshot = self.ns.write_snapshot(self.seq, index, mids, texts, epoch)
             finally:
                 # Decided by what CURRENT names, not by whether the call returned (a step after
                 # the switch, the directory's fsync, may fail): a snapshot at this sequence
                 # number and epoch holds this state.
-                if self._ns.current_state()[1:] == (self._seq, epoch):
+                if self.ns.current_state()[1:] == (self.seq, epoch):
                     none_left: list[int] = []
-                    self._unlogged_voids = none_left  # the snapshot holds them (or compacted them away)
-                    self._epoch, self._snapshot_seq = epoch, self._seq
-        save_usage(self._ns.dir, self._usage)
+                    self.unlogged_voids = none_left  # the snapshot holds them (or compacted them away)
+                    self.epoch, self.snapshot_seq = epoch, self.seq
+        save_usage(self.ns.dir, self.usage)
         with deferred_interrupts():  # the new log exists only as the one written to
-            writer = LogWriter(self._ns.log_path(self._seq + 1), fsync=self._fsync)
-            old, self._writer = self._writer, writer
-            self._since_checkpoint = 0
+            writer = LogWriter(self.ns.log_path(self.seq + 1), fsync=self.fsync)
+            old, self.writer = self.writer, writer
+            self.since_checkpoint = 0
         if old is not None:
             old.close()
-        self._ns.remove_stale(snapshot, previous_seq)
+        self.ns.remove_stale(snapshot, previous_seq)
 
-    def _maybe_checkpoint(self) -> None:
+    def maybe_checkpoint(self) -> None:
         """After a write (writer lock held): checkpoint when due. A failure here loses nothing
         (the changes are in the log); it is reported as a warning and retried on the next write."""
-        if self._ns is None or self._since_checkpoint < self._checkpoint_every:
+        if self.ns is None or self.since_checkpoint < self.checkpoint_every:
             return
-        self._settle_pending()
-        with self._log_lock:
+        self.settle_pending()
+        with self.log_lock:
             try:
-                self._checkpoint_locked()
+                self.checkpoint_locked()
             except Exception as exc:
                 warnings.warn(
-                    f"memory store {self._ns.dir}: checkpoint failed ({exc}); every change is safe "
+                    f"memory store {self.ns.dir}: checkpoint failed ({exc}); every change is safe "
                     "in the log and the next write retries",
                     RuntimeWarning,
                     stacklevel=3,
                 )
 
-    def _log(self, header: dict[str, Any], vecs: Any = None, then: Any = _KEEP) -> None:
-        with self._log_lock:
-            self._log_locked(header, vecs, then)
+    def log(self, header: dict[str, Any], vecs: Any = None, then: Any = _KEEP) -> None:
+        with self.log_lock:
+            self.log_locked(header, vecs, then)
 
-    def _log_locked(self, header: dict[str, Any], vecs: Any = None, then: Any = _KEEP) -> None:
+    def log_locked(self, header: dict[str, Any], vecs: Any = None, then: Any = _KEEP) -> None:
         """Acknowledges one operation: ``_seq`` counts it once its record is in the log (a Memory
         without a path counts it all the same), and in the same step what is pending becomes
         ``then`` (what is left to apply of it, or None; a touch leaves it alone): so whether an
-        operation was logged is read from the state (``_pending``), never from where an exception
+        operation was logged is read from the state (``pending``), never from where an exception
         landed. Rows voided since the last record are logged first."""
         with deferred_interrupts():
-            if self._ns is not None:
-                if self._unlogged_voids:
+            if self.ns is not None:
+                if self.unlogged_voids:
                     none_left: list[int] = []
-                    self._append_record({"op": "void", "rows": self._unlogged_voids})
-                    self._unlogged_voids = none_left
-                self._append_record(header, vecs)
+                    self.append_record({"op": "void", "rows": self.unlogged_voids})
+                    self.unlogged_voids = none_left
+                self.append_record(header, vecs)
             else:
-                self._seq = self._seq + 1
+                self.seq = self.seq + 1
             if then is not _KEEP:
-                self._pending, self._unlogged_from = then, None
+                self.pending, self.rows.unlogged_from = then, None
 
-    def _append_record(self, header: dict[str, Any], vecs: Any = None) -> None:
+    def append_record(self, header: dict[str, Any], vecs: Any = None) -> None:
         """Appends one record; the counters move only once it is in the log, by assignments of
         values made before (nothing after the append can fail and leave it uncounted)."""
-        assert self._writer is not None
-        seq, since = self._seq + 1, self._since_checkpoint + 1
+        assert self.writer is not None
+        seq, since = self.seq + 1, self.since_checkpoint + 1
         blob = None if vecs is None else np.asarray(vecs, dtype=np.float32)
-        self._writer.append(seq, header, blob)
-        self._seq, self._since_checkpoint = seq, since
+        self.writer.append(seq, header, blob)
+        self.seq, self.since_checkpoint = seq, since
 
-    def _add_logged(
+    def add_logged(
         self,
         batch: Batch,
         vecs: Any,
@@ -158,71 +210,78 @@ class MemoryJournal:
         """Applies an add and logs ``record(rows)``; all of it or none of it. The add is
         acknowledged once its record is logged: an exception before that, at any step (a Ctrl-C
         between the index's chunks, a failing log write, MemoryError), rolls the add back
-        (:meth:`_roll_back_add`, then ``undo``); after it, ``then`` (the rest of the operation,
-        idempotent) is applied whatever happens."""
-        first, ids = len(self._mids), list(batch.ids)
-        meta_before = self._index._columns.metadata
+        (:meth:`MemoryRows.roll_back_add`, its rows then logged as void before the next record,
+        then ``undo``); after it, ``then`` (the rest of the operation, idempotent) is applied
+        whatever happens."""
+        first, ids = len(self.rows.mids), list(batch.ids)
+        meta_before = self.rows.index._columns.metadata
 
         def roll_back() -> None:
-            self._roll_back_add(first, ids, meta_before)
+            voided = self.rows.roll_back_add(first, ids, meta_before)
+            if self.ns is not None:
+                with self.log_lock:  # a search's touch may be logging (and flushing voids)
+                    self.unlogged_voids = sorted(set(self.unlogged_voids).union(voided))
             if undo is not None:
                 undo()
 
         with deferred_interrupts():
-            self._pending = roll_back  # until the record is logged (_log_locked)
-            self._unlogged_from = first  # reads skip these rows until then
+            self.pending = roll_back  # until the record is logged (log_locked)
+            self.rows.unlogged_from = first  # reads skip these rows until then
         try:
             fault_point("memory.add:apply")
-            rows = self._apply_add(batch, vecs, access=access, progress=progress)
+            rows = self.rows.apply_add(batch, vecs, access=access, progress=progress)
             fault_point("memory.add:log")
-            self._log(record(rows), vecs, then)
+            self.log(record(rows), vecs, then)
             fault_point("memory.add:logged")
-            self._settle_pending()  # `then`
+            self.settle_pending()  # `then`
         except BaseException:
-            self._settle_pending()  # the roll-back, or `then` once logged
+            self.settle_pending()  # the roll-back, or `then` once logged
             raise
         return rows
 
-    def _settle_pending(self) -> None:
+    def settle_pending(self) -> None:
         """Finishes the operation in flight, if one was cut off: rolls back an add that was not
         logged, or applies what is left of one that was. Each is idempotent, so one cut off
         itself is finished by the next write, checkpoint or read (writer lock held)."""
         with deferred_interrupts():
-            pending = self._pending
+            pending = self.pending
             if pending is not None:
                 pending()
-                self._pending, self._unlogged_from = None, None
+                self.pending, self.rows.unlogged_from = None, None
 
-    def _log_then_apply(self, header: dict[str, Any], apply: Callable[[], None]) -> None:
+    def log_then_apply(self, header: dict[str, Any], apply: Callable[[], None]) -> None:
         """Logs an operation, then applies it in memory (idempotent ``apply``); once logged, it
         is applied even if this call is cut off (the log is the authority: an operation logged
         and not applied would differ on reopening)."""
         try:
-            self._log(header, then=apply)
+            self.log(header, then=apply)
         finally:
-            self._settle_pending()
+            self.settle_pending()
 
-    def _recover(self, ef_search: int) -> None:
+    def recover(self, ef_search: int) -> None:
         """Loads the snapshot CURRENT names and replays the logs after it. A reader pins the
         snapshot while it reads (NamespaceDir.pinned_current), so the writer's checkpoints
         cannot remove a file under it; it retries only when the store had no snapshot yet and
         the first checkpoint removed the logs it was reading."""
-        assert self._ns is not None
-        attempts = 3 if self._read_only else 1
+        assert self.ns is not None
+        attempts = 3 if self.read_only else 1
         for attempt in range(attempts):
             try:
-                self._load(ef_search)
+                self.load(ef_search)
                 break
             except (IndexFormatError, OSError):
-                if attempt == attempts - 1 or self._snapshot_read is not None:
+                if attempt == attempts - 1 or self.snapshot_read is not None:
                     raise  # a pinned snapshot that fails to load is damage, not a race
-            self._init_state(self._index.num_threads, ef_search)
-        if not self._read_only:
-            logs = self._ns.log_paths()
-            path = logs[-1] if logs else self._ns.log_path(self._seq + 1)
-            self._writer = LogWriter(path, fsync=self._fsync)
+            # Start again from nothing: a blank state, no record counted.
+            blank = MemoryRows(self.rows.config, self.rows.index.num_threads, ef_search, self.progress)
+            self.rows.take_over(blank)
+            self.since_checkpoint = 0
+        if not self.read_only:
+            logs = self.ns.log_paths()
+            path = logs[-1] if logs else self.ns.log_path(self.seq + 1)
+            self.writer = LogWriter(path, fsync=self.fsync)
 
-    def refresh(self) -> bool:
+    def refresh(self, reopen: Callable[[], Any]) -> bool:
         """A read-only Memory: take in what the writer acknowledged since the last look (tail the
         log; after a checkpoint, load the new snapshot). Returns whether anything changed. Called
         on its own before every search, get, list, to_arrow, stats, ``in`` and ``len``, so a
@@ -230,130 +289,118 @@ class MemoryJournal:
         began. Never blocks the writer (it only reads files) and never reads a torn record (a
         record still being written is taken at the next call). A writer that checkpoints
         faster than a snapshot can be read leaves the reader on its last state until a read
-        completes (no error). A writer's Memory is always current: refresh() returns False."""
-        if self._closed:
-            return False
-        if not self._read_only:
+        completes (no error). A writer's Memory is always current: refresh() returns False.
+        ``reopen`` opens a fresh read-only Memory of the same store (after a checkpoint)."""
+        if not self.read_only:
             # A writer's read first finishes an operation that was cut off (a roll-back cut off
             # itself), so no read shows, or a touch logs, rows of an add that was not logged.
-            if self._pending is not None and not getattr(self._lock._local, "depth", 0):
-                with self._lock.writing():
-                    self._settle_pending()
+            if self.pending is not None and not getattr(self.lock._local, "depth", 0):
+                with self.lock.writing():
+                    self.settle_pending()
             return False
-        if self._ns is None:
+        if self.ns is None:
             return False
-        if getattr(self._lock._local, "depth", 0):
+        if getattr(self.lock._local, "depth", 0):
             return False  # inside this Memory's own read (a filter callable): keep its state
-        signature = self._ns.signature()
-        if signature is not None and signature == self._seen:
+        signature = self.ns.signature()
+        if signature is not None and signature == self.seen:
             return False
-        with self._lock.writing():
-            snapshot, snap_seq, epoch = self._ns.current_state()
-            if snapshot == self._snapshot and self._tailed(snapshot):
-                self._seen = signature
-                self._version += 1
+        with self.lock.writing():
+            snapshot, snap_seq, epoch = self.ns.current_state()
+            if snapshot == self.snapshot and self.tailed(snapshot):
+                self.seen = signature
+                self.rows.version += 1
                 return True
             # A checkpoint with the same row numbering: the logs since our state are kept for a
             # checkpoint more, so a reader that keeps up follows them without a reload.
-            if epoch == self._epoch and self._tailed(snapshot, crossing=True) and self._seq >= snap_seq:
-                self._snapshot, self._snapshot_seq = snapshot, snap_seq
-                self._seen = signature
-                self._version += 1
+            if epoch == self.epoch and self.tailed(snapshot, crossing=True) and self.seq >= snap_seq:
+                self.snapshot, self.snapshot_seq = snapshot, snap_seq
+                self.seen = signature
+                self.rows.version += 1
                 return True
             # A checkpoint (now, or while the logs were read): the logs we tailed may be gone.
             try:
-                fresh = type(self)(path=self._ns.dir.parent, namespace=self._ns.dir.name,
-                                   read_only=True, num_threads=self._index.num_threads,
-                                   ef_search=self._index.ef_search)  # fmt: skip
+                fresh = reopen()
             except (IndexFormatError, OSError):
-                if self._ns.current()[0] == snapshot:
+                if self.ns.current()[0] == snapshot:
                     raise  # the store stood still and still does not load: damage, not a race
                 # The writer checkpointed again while we read (faster than one snapshot read):
                 # keep answering from the state we have and try at the next call.
-                self._seen = None
+                self.seen = None
                 return False
-            self._reload_from(fresh)
-            self._seen = signature
-            self._version += 1
+            self.reload_from(fresh)
+            self.seen = signature
+            self.rows.version += 1
         return True
 
-    def _tailed(self, snapshot: str | None, crossing: bool = False) -> bool:
+    def tailed(self, snapshot: str | None, crossing: bool = False) -> bool:
         """Applies the log records after our sequence number; False when a checkpoint moved the
         logs meanwhile (a log gone, or a gap where its records were), so the caller reloads.
         ``crossing``: following the logs past a checkpoint, where a missing log only means we
         are too far behind (never damage: the reload that follows checks the store)."""
         try:
-            paths = self._ns.log_paths(after=self._seq)
+            paths = self.ns.log_paths(after=self.seq)
             # Only what was appended since the last look is read (per log, from its last end).
-            self._log_offsets = {
-                p.name: self._log_offsets[p.name] for p in paths if p.name in self._log_offsets
-            }
-            for seq, header, blob in iter_records(paths, self._seq, self._log_offsets):
-                self._replay(seq, header, blob)
-                self._seq = seq
+            self.log_offsets = {p.name: self.log_offsets[p.name] for p in paths if p.name in self.log_offsets}
+            for seq, header, blob in iter_records(paths, self.seq, self.log_offsets):
+                self.replay(seq, header, blob)
+                self.seq = seq
         except (FileNotFoundError, IndexFormatError):
-            if not crossing and self._ns.current()[0] == snapshot:
+            if not crossing and self.ns.current()[0] == snapshot:
                 raise  # nothing moved: the log itself is damaged
             return False
         return True
 
-    def _reload_from(self, fresh: Any) -> None:
-        """Takes over the state of a freshly opened reader of the same store."""
-        self._index, self._mids, self._texts, self._row_of = (
-            fresh._index,
-            fresh._mids,
-            fresh._texts,
-            fresh._row_of,
-        )
-        self._seq, self._snapshot, self._config = fresh._seq, fresh._snapshot, fresh._config
-        self._snapshot_seq, self._epoch = fresh._snapshot_seq, fresh._epoch
-        self._log_offsets = fresh._log_offsets
-        self._keyword.close()
-        self._keyword = fresh._keyword
+    def reload_from(self, fresh: Any) -> None:
+        """Takes over the state of a freshly opened reader of the same store (a Memory)."""
+        other: Journal = fresh._journal
+        self.rows.take_over(fresh._rows)
+        self.seq, self.snapshot = other.seq, other.snapshot
+        self.snapshot_seq, self.epoch = other.snapshot_seq, other.epoch
+        self.log_offsets = other.log_offsets
         fresh._closed = True
 
-    def _load(self, ef_search: int) -> None:
-        assert self._ns is not None
-        self._snapshot_read = None
-        with self._ns.pinned_current() as (snapshot, snap_seq, epoch):
+    def load(self, ef_search: int) -> None:
+        assert self.ns is not None
+        self.snapshot_read = None
+        with self.ns.pinned_current() as (snapshot, snap_seq, epoch):
             if snapshot is not None:
-                self._snapshot_read = snapshot
-                self._index, self._mids, self._texts = self._ns.read_snapshot(
-                    snapshot, snap_seq, self._index.num_threads, progress=self._progress
+                self.snapshot_read = snapshot
+                index, mids, texts = self.ns.read_snapshot(
+                    snapshot, snap_seq, self.rows.index.num_threads, progress=self.progress
                 )
-                self._tune_index(ef_search)
-                self._row_of = {m: r for r, m in enumerate(self._mids) if m is not None}
-            self._seq, self._snapshot_seq, self._epoch = snap_seq, snap_seq, epoch
-            self._seen = self._ns.signature()  # taken before the logs are read: never newer
-            self._log_offsets = {}
-            records = iter_records(self._ns.log_paths(after=snap_seq), snap_seq, self._log_offsets)
-            with progress_bar(self._progress, None, "replay log", unit="op") as bar:
+                self.rows.loaded(index, mids, texts, ef_search)
+            self.seq, self.snapshot_seq, self.epoch = snap_seq, snap_seq, epoch
+            self.seen = self.ns.signature()  # taken before the logs are read: never newer
+            self.log_offsets = {}
+            records = iter_records(self.ns.log_paths(after=snap_seq), snap_seq, self.log_offsets)
+            with progress_bar(self.progress, None, "replay log", unit="op") as bar:
                 for seq, header, blob in records:
-                    self._replay(seq, header, blob)
-                    self._seq = seq
-                    self._since_checkpoint += 1
+                    self.replay(seq, header, blob)
+                    self.seq = seq
+                    self.since_checkpoint += 1
                     bar.update(1)
-        self._snapshot = snapshot
+        self.snapshot = snapshot
 
-    def _replay(self, seq: int, header: dict[str, Any], blob: bytes) -> None:
+    def replay(self, seq: int, header: dict[str, Any], blob: bytes) -> None:
         """Applies one logged operation after checking it as the call that logged it checked
         its arguments (the same validators, then the same state checks: ids not held, rows
         that hold a memory), so a crafted log cannot build a state no sequence of calls
         builds. Anything wrong is an IndexFormatError naming the record."""
-        where = f"{self._ns.dir}: log record {seq}"
+        where = f"{self.ns.dir}: log record {seq}"
         try:
-            self._replay_checked(where, header, blob)
+            self.replay_checked(where, header, blob)
         except IndexFormatError:
             raise
         except (ValueError, TypeError) as exc:  # what the public API's validators raise
             raise IndexFormatError(f"{where}: {exc}") from None
 
-    def _replay_checked(self, where: str, header: dict[str, Any], blob: bytes) -> None:
+    def replay_checked(self, where: str, header: dict[str, Any], blob: bytes) -> None:
         op = checked_str(header, "op", where, _OPS)
-        n_rows = len(self._mids)
+        n_rows = len(self.rows.mids)
         if op in ("add", "update"):
             batch = batch_from_json(header, where)
-            dim = self._config.embedder.dim
+            dim = self.rows.config.embedder.dim
             if len(batch) == 0 or len(blob) != len(batch) * dim * 4:
                 raise IndexFormatError(
                     f"{where}: {len(batch)} memories with {len(blob)} bytes of vectors "
@@ -365,49 +412,49 @@ class MemoryJournal:
                 raise IndexFormatError(f"{where}: the log does not follow its snapshot (rows {rows[:3]}...)")
             access = None
             if op == "update":
-                old = self._live_row(checked_int(header, "old", where, 0, n_rows - 1), where)
-                if batch.ids != [self._mids[old]]:
+                old = self.live_row(checked_int(header, "old", where, 0, n_rows - 1), where)
+                if batch.ids != [self.rows.mids[old]]:
                     raise IndexFormatError(f"{where}: an update of row {old} names another memory")
                 (count,) = checked_list(header, "access", where, 1)
                 access = [checked_int({"access": count}, "access", where, 0, 2**32 - 1)]
             else:
                 for mid in batch.ids:
-                    if mid in self._row_of:
+                    if mid in self.rows.row_of:
                         raise IndexFormatError(f"{where}: adds memory id {mid!r}, which is already held")
-            self._apply_add(batch, vecs, access=access)
+            self.rows.apply_add(batch, vecs, access=access)
             if op == "update":
-                self._apply_delete([old], forget_id=False)
+                self.rows.apply_delete([old], forget_id=False)
         elif op == "set":
             batch = batch_from_json(header, where)
-            row = self._live_row(checked_int(header, "row", where, -1), where)
-            if len(batch) != 1 or self._mids[row] != batch.ids[0]:
+            row = self.live_row(checked_int(header, "row", where, -1), where)
+            if len(batch) != 1 or self.rows.mids[row] != batch.ids[0]:
                 raise IndexFormatError(f"{where}: a log record updates a row it does not hold")
-            self._apply_set(row, batch, self._row_metadata(row, batch))
+            self.rows.apply_set(row, batch, self.rows.row_metadata(row, batch))
         elif op == "void":
             rows = _row_list(header, where)
             if not rows or rows != list(range(n_rows, n_rows + len(rows))):
                 raise IndexFormatError(f"{where}: voids rows {rows[:3]}... not following the {n_rows} rows")
-            self._apply_void(rows)
+            self.rows.apply_void(rows)
         elif op == "delete":
-            rows = [self._live_row(r, where) for r in _row_list(header, where)]
+            rows = [self.live_row(r, where) for r in _row_list(header, where)]
             if len(set(rows)) != len(rows):
                 raise IndexFormatError(f"{where}: deletes a row twice")
-            self._apply_delete(rows)
+            self.rows.apply_delete(rows)
         elif op == "invalidate":
-            row = self._live_row(checked_int(header, "row", where, -1), where)
+            row = self.live_row(checked_int(header, "row", where, -1), where)
             until = checked_int(header, "until", where, _time.MIN_TIME_US, _time.MAX_TIME_US)
-            if until <= int(self._index._columns.valid_from_of(np.array([row]))[0]):
+            if until <= int(self.rows.index._columns.valid_from_of(np.array([row]))[0]):
                 raise IndexFormatError(f"{where}: closes row {row}'s window before it opens")
-            self._apply_invalidate(row, until)
+            self.rows.apply_invalidate(row, until)
         else:  # touch: rows deleted since the search that touched them are counted all the same
             rows = _row_list(header, where)
             if any(not 0 <= r < n_rows for r in rows):
                 raise IndexFormatError(f"{where}: touches a row past the {n_rows} rows")
-            self._apply_touch(rows)
+            self.rows.apply_touch(rows)
 
-    def _live_row(self, row: Any, where: str) -> int:
+    def live_row(self, row: Any, where: str) -> int:
         """``row`` if it is an int naming a row that holds a memory."""
-        if type(row) is not int or not 0 <= row < len(self._mids) or self._mids[row] is None:
+        if type(row) is not int or not 0 <= row < len(self.rows.mids) or self.rows.mids[row] is None:
             raise IndexFormatError(f"{where}: row {row!r} holds no memory")
         return row
 

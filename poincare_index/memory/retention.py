@@ -4,7 +4,8 @@ Parquet file made durable before anything is removed)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -78,6 +79,38 @@ class Retention:
         return _time.as_time_scalar(self.clock() if self.clock is not None else None, "Retention.clock()")
 
 
+class RetentionRun:
+    """A Memory's retention policy at work: when the writer's next run is due (None: at the first
+    write) and whether one is in progress (its deletes are writes of their own, which neither
+    start another run nor compact the rows it is deleting)."""
+
+    def __init__(self, policy: Retention) -> None:
+        self.policy = policy
+        self.next_us: int | None = None
+        self.in_progress = False
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        was, self.in_progress = self.in_progress, True
+        try:
+            yield
+        finally:
+            self.in_progress = was
+
+    def when_due(self, run: Callable[[int], Any]) -> None:
+        """Calls ``run(now_us)`` when a run is due by the policy's clock and none is in progress;
+        the next is due ``policy.every`` later, whatever this one did."""
+        if self.in_progress:
+            return
+        now_us = self.policy.now_us()
+        if self.next_us is not None and now_us < self.next_us:
+            return
+        try:
+            run(now_us)
+        finally:
+            self.next_us = now_us + self.policy.every // timedelta(microseconds=1)
+
+
 def make_archive_dir(directory: str | os.PathLike[str]) -> None:
     """Creates ``directory`` and its parents when missing (``mkdir -p``); an error names it."""
     try:
@@ -112,9 +145,18 @@ def archive_path(directory: str | os.PathLike[str], first_us: int, last_us: int)
 DELETE_CHUNK_ROWS = 2048
 
 
-def run_retention(mem: Any, max_age: timedelta, archive_dir: Any, at_us: int) -> int:
-    """Deletes ``mem``'s memories stamped before at_us - max_age (archived first when
-    ``archive_dir`` is set); returns how many.
+def run_retention(
+    rows: Any,
+    lock: Any,
+    writing: Callable[[], Any],
+    delete_rows: Callable[[list[int]], int],
+    policy: Retention,
+    at_us: int,
+) -> int:
+    """Deletes the memories of ``rows`` (a Memory's MemoryRows, under its readers-writer
+    ``lock``) stamped before at_us - policy.max_age, archived first when the policy has an
+    archive_dir; each chunk is deleted by ``delete_rows`` (the Memory's logged delete) inside
+    ``writing()`` (its write scope). Returns how many.
 
     Searches are never blocked for the run: the rows are chosen and their table taken under the
     read lock (searches go on, writers wait), the archive is written under no lock, and the
@@ -124,32 +166,32 @@ def run_retention(mem: Any, max_age: timedelta, archive_dir: Any, at_us: int) ->
     archived and held: the next run archives them again (a second file), nothing is lost."""
     import numpy as np
 
-    cutoff = at_us - max_age // timedelta(microseconds=1)
-    mem._check_open()
-    with mem._lock.reading():
-        n = len(mem._mids)
-        t = mem._index._columns._t[:n]
-        held = np.asarray(mem._index._core.live_slots()[:n], dtype=bool)
-        rows = np.flatnonzero(held & (t < cutoff))
-        if rows.size == 0:
+    archive_dir = policy.archive_dir
+    cutoff = at_us - policy.max_age // timedelta(microseconds=1)
+    with lock.reading():
+        n = len(rows.mids)
+        t = rows.index._columns._t[:n]
+        held = np.asarray(rows.index._core.live_slots()[:n], dtype=bool)
+        found = np.flatnonzero(held & (t < cutoff))
+        if found.size == 0:
             return 0
         archive = None
         if archive_dir is not None:
-            stamps = t[rows]
-            archive = (mem._table_in_chunks(rows.tolist()), int(stamps.min()), int(stamps.max()))
+            stamps = t[found]
+            archive = (rows.table_in_chunks(found.tolist()), int(stamps.min()), int(stamps.max()))
     if archive is not None:
         table, first_us, last_us = archive
         make_archive_dir(archive_dir)  # made when the policy was; again if removed since
         write_parquet_durably(table, archive_path(archive_dir, first_us, last_us))
     deleted = 0
-    for start in range(0, rows.size, DELETE_CHUNK_ROWS):
-        with mem._writing():
-            t_now = mem._index._columns._t
+    for start in range(0, found.size, DELETE_CHUNK_ROWS):
+        with writing():
+            t_now = rows.index._columns._t
             chunk = [
                 r
-                for r in rows[start : start + DELETE_CHUNK_ROWS].tolist()
-                if mem._mids[r] is not None and t_now[r] < cutoff
+                for r in found[start : start + DELETE_CHUNK_ROWS].tolist()
+                if rows.mids[r] is not None and t_now[r] < cutoff
             ]
-            deleted += mem._delete_rows(chunk)
-        mem._lock.let_readers_in()  # searches waiting for this chunk run before the next one
+            deleted += delete_rows(chunk)
+        lock.let_readers_in()  # searches waiting for this chunk run before the next one
     return deleted

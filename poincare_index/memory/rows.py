@@ -180,3 +180,14 @@ def times_as_datetime64(us: NDArray[np.int64], open_end: int) -> NDArray[np.date
     out = us.astype("datetime64[us]")
     out[us == open_end] = np.datetime64("NaT")
     return out
+
+
+def merged_metadata(old: Mapping[str, Any], changes: Any) -> dict[str, Any]:
+    """``old`` with the keys of ``changes`` (a dict, or None for none) merged in; a None value
+    removes its key. TypeError when ``changes`` is not a dict."""
+    meta = dict(old)
+    if changes is not None:
+        if not isinstance(changes, Mapping):
+            raise TypeError(f"metadata must be a dict, got {type(changes).__name__}")
+        meta.update(changes)
+    return {k: v for k, v in meta.items() if v is not None}

@@ -71,7 +71,7 @@ class Session:
     def list(self, filters: Any = None) -> list[Result]:
         """This session's memories (optionally narrowed by a dict or callable filter)."""
         self.memory.refresh()  # a reader: the writer's first session memory may be newer
-        if not self.memory._has_column(SESSION_KEY):
+        if not self.memory.has_metadata(SESSION_KEY):
             return []  # no memory was ever added in a session
         if filters is None or isinstance(filters, Mapping):
             return self.memory.list(self._scoped(filters))
@@ -81,7 +81,7 @@ class Session:
         """Delete this session's memories (after writing them to ``archive``, a new Parquet
         file, when given). Returns how many were removed."""
         self.memory.refresh()
-        if not self.memory._has_column(SESSION_KEY):
+        if not self.memory.has_metadata(SESSION_KEY):
             return 0
         if archive is None:
             return self.memory.delete(filters={SESSION_KEY: self.id})

@@ -70,6 +70,13 @@ def valid_namespace(name: Any) -> str:
     return name
 
 
+def namespaces_under(root: Path) -> list[str]:
+    """The namespaces stored under ``root`` (folders with a config.json)."""
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "config.json").exists())
+
+
 class NamespaceDir:
     """Files of one namespace; ``lock()`` takes the writer lock (non-blocking)."""
 
@@ -119,6 +126,14 @@ class NamespaceDir:
             self._lock_fd = -1
 
     # ---- configuration -----------------------------------------------------------------------
+    def stored_embedder(self) -> tuple[str, int]:
+        """(name, dim) of the embedder this namespace was built with; FileNotFoundError when
+        there is no store here, IndexFormatError for a bad config."""
+        if not self.exists:
+            raise FileNotFoundError(f"no memory store at {self.dir}")
+        spec = self.read_config()["embedder"]
+        return str(spec["name"]), int(spec["dim"])
+
     def read_config(self) -> dict[str, Any]:
         """The saved configuration, every field checked (IndexFormatError naming it)."""
         doc = read_json_checked(self.dir / "config.json", "the store configuration")
