@@ -107,6 +107,7 @@ def test_hybrid_search_works_in_a_forked_child():
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_long_add_is_honoured(tmp_path):
     script = textwrap.dedent(
         """

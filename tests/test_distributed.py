@@ -127,6 +127,7 @@ def test_writes_are_validated_on_the_driver_before_anything_is_sent(stamped_data
     s.close()
 
 
+@pytest.mark.slow
 def test_save_load_and_crafted_manifests_are_refused(stamped_data, tmp_path):
     base, queries, _ = stamped_data
     s = ShardedIndex(16, shards=2, kind="hnsw")
@@ -208,6 +209,7 @@ def test_a_dead_shard_is_named_by_its_number_in_routed_writes(stamped_data):
     s.close()
 
 
+@pytest.mark.slow
 def test_from_dataset_builds_through_ray_data_workers(stamped_data):
     base, queries, t = stamped_data
     n = 600
@@ -243,6 +245,7 @@ def test_from_dataset_builds_through_ray_data_workers(stamped_data):
         ShardedIndex.from_dataset(base, vector_column="v", id_column="doc")
 
 
+@pytest.mark.slow
 def test_from_dataset_opens_the_time_shards_of_the_data(stamped_data):
     base, queries, t = stamped_data
     n = 600
@@ -262,6 +265,7 @@ def test_from_dataset_opens_the_time_shards_of_the_data(stamped_data):
     s.close()
 
 
+@pytest.mark.slow
 def test_metadata_is_checked_against_every_shard_before_any_gets_a_row(stamped_data):
     base, queries, _ = stamped_data
     s = ShardedIndex(16, shards=4, kind="flat")

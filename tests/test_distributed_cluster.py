@@ -44,6 +44,7 @@ def two_nodes(tmp_path_factory):
         os.chdir(cwd)
 
 
+@pytest.mark.slow
 def test_shards_spread_over_nodes_and_survive_losing_one(two_nodes, stamped_data, tmp_path):
     cluster, worker = two_nodes
     base, queries, t = stamped_data

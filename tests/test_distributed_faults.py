@@ -162,6 +162,7 @@ def test_a_large_batch_survives_a_restoration(stamped_data, tmp_path, monkeypatc
     s.close()
 
 
+@pytest.mark.slow
 def test_a_shard_that_does_not_answer_is_named_within_the_bound(stamped_data):
     base, queries, _ = stamped_data
     s = ShardedIndex(16, shards=2, kind="flat", call_timeout=1.0)
@@ -180,6 +181,7 @@ def test_a_shard_that_does_not_answer_is_named_within_the_bound(stamped_data):
     s.close()
 
 
+@pytest.mark.slow
 def test_the_low_latency_path_answers_as_the_plain_one_and_falls_back(stamped_data, tmp_path):
     base, queries, t = stamped_data
     fast = ShardedIndex(16, shards=2, kind="flat", low_latency=True, checkpoint_path=tmp_path / "ck")

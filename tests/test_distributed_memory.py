@@ -134,6 +134,7 @@ def _sigkill_host(service: MemoryService, host: int) -> int:
     return pid
 
 
+@pytest.mark.slow
 def test_a_killed_host_comes_back_with_every_acknowledged_write(tmp_path):
     service = MemoryService(tmp_path, hosts=2, call_timeout=60)
     alice = service.namespace("alice")

@@ -101,6 +101,7 @@ def test_touch_counts_what_the_merge_returned_and_ebbinghaus_bounds_follow(stamp
     sharded.close()
 
 
+@pytest.mark.slow
 def test_writes_reads_and_drop_before_across_time_shards(stamped_data, tmp_path):
     base, queries, t = stamped_data
     s = ShardedIndex(16, kind="flat", partition="time", time_span=WEEK)

@@ -56,6 +56,7 @@ def test_broken_or_missing_files_are_named(tmp_path):
         noun_edges(tmp_path)
 
 
+@pytest.mark.slow
 def test_the_noun_closure_has_every_noun_synset():
     root = wordnet_dir()
     edges = noun_edges(root)

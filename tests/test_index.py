@@ -257,6 +257,7 @@ def test_boundary_points_stay_reachable_and_are_found():
     assert np.mean(I[:, 0] == np.arange(3000)) >= 0.999
 
 
+@pytest.mark.slow
 def test_a_hash_half_of_a_tree_finds_every_node_it_holds():
     """Reachable is not findable: in a hash half of a tree some subtrees lost every ancestor to
     the other half, and a narrow beam from the root stopped on the neighbouring subtrees' shallow

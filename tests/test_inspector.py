@@ -227,6 +227,7 @@ def _wait(driver, script: str, timeout: float = 15.0):
     raise AssertionError(f"timed out waiting for: {script}")
 
 
+@pytest.mark.slow
 def test_page_in_headless_chromium(tmp_path):
     driver = _browser()
     seed_store(tmp_path, fillers=10_000).close()

@@ -95,6 +95,7 @@ def _vectors_file(root: Path) -> Path:
     return next(root.glob("vectors-*.bin"))
 
 
+@pytest.mark.slow
 def test_the_streamed_files_carry_the_checksums_an_independent_reader_computes(tmp_path):
     # 30k points: each binary file spans several 1 MiB blocks, written one block at a time.
     x = boundary_tree(30_000, 16, seed=4).points

@@ -1,5 +1,5 @@
-"""A few hundred fuzz cases on every test run; CI runs a minute more (.ci/run), and the long
-run's figures are in README.md ("Reliability")."""
+"""A few hundred fuzz cases (marked slow: in the full run and CI's, .ci/run); CI also runs a
+minute more, and the long run's figures are in README.md ("Reliability")."""
 
 from __future__ import annotations
 
@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 FUZZER = Path(__file__).with_name("fuzz_loaders.py")
 
 
+@pytest.mark.slow
 def test_fuzzed_loaders_refuse_with_index_format_error_or_work(tmp_path):
     report_path = tmp_path / "report.json"
     result = subprocess.run(
