@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 from . import _core
@@ -77,14 +76,15 @@ def kernel_name() -> str:
 
 # The memory layer (and its keyword engine) loads on first use: ``import poincare_index`` for the
 # index alone stays light.
-_LAZY = {name: ".memory" for name in ("Memory", "AsyncMemory", "Result", "Session", "StoreLockedError")}
+_LAZY = ("Memory", "AsyncMemory", "Result", "Session", "StoreLockedError")
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
+    if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
+    from . import memory
+
+    value = getattr(memory, name)
     globals()[name] = value
     return value
 
