@@ -75,12 +75,6 @@ class ScoringSpec:
         return math.log(self.future_weight)
 
     @property
-    def has_bound(self) -> bool:
-        """Whether a graph walk can stop early: a node at distance d then scores at most
-        ``-(1 - depth_bias) d + depth_bias depth(q)`` (time_coef >= 0, depth_bias < 1)."""
-        return self.time_coef >= 0.0 and self.depth_bias < 1.0
-
-    @property
     def reads_access(self) -> bool:
         """Whether the weight depends on access counts (a per-bucket bound then needs their max)."""
         return any(int(term[0]) in READS_ACCESS for term in policy_terms(self.decay))
