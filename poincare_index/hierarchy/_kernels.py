@@ -71,6 +71,24 @@ def _step_point(theta, row, grad, lr):
 
 
 @numba.njit(cache=True, nogil=True)
+def _sample_negatives(cand, u, state, cumulative, n_nodes, indptr, indices):
+    """Fills ``cand[1:]`` with negatives for u (-1 where none was found); returns the new state.
+    Rejection sampling: a node related to nearly everything gives up after 64 tries and keeps
+    the last draw unless it is u itself or related to it (then the slot is -1: the positive
+    repeated with zero weight)."""
+    for j in range(1, cand.shape[0]):
+        s = u
+        for _try in range(64):
+            state, s = _draw(state, cumulative, n_nodes)
+            if s != u and not _related(indptr, indices, u, s):
+                break
+        if s == u or _related(indptr, indices, u, s):
+            s = -1
+        cand[j] = s
+    return state
+
+
+@numba.njit(cache=True, nogil=True)
 def _train_chunk(theta, edges, order, start, stop, indptr, indices, cumulative, negatives, lr, seed):
     """SGD over edges ``order[start:stop]``: for child u and parent v, the loss
     d(u, v) + log sum over {v} and ``negatives`` sampled partners s of exp(-d(u, s)); every point
@@ -88,18 +106,7 @@ def _train_chunk(theta, edges, order, start, stop, indptr, indices, cumulative, 
     for e in range(start, stop):
         u = np.int64(edges[order[e], 0])
         cand[0] = edges[order[e], 1]
-        for j in range(1, negatives + 1):
-            # Rejection sampling; a node related to nearly everything gives up after 64 tries
-            # and keeps the last draw unless it is u itself or related to it (then the slot
-            # repeats the positive with zero weight below).
-            s = u
-            for _try in range(64):
-                state, s = _draw(state, cumulative, n_nodes)
-                if s != u and not _related(indptr, indices, u, s):
-                    break
-            if s == u or _related(indptr, indices, u, s):
-                s = -1
-            cand[j] = s
+        state = _sample_negatives(cand, u, state, cumulative, n_nodes, indptr, indices)
         uu = 0.0
         for k in range(dim):
             uu += theta[u, k] * theta[u, k]
