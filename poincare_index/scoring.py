@@ -44,16 +44,25 @@ class ScoringSpec:
     future_weight: float = DEFAULT_FUTURE_WEIGHT
     future_tolerance: timedelta = DEFAULT_FUTURE_TOLERANCE
     _core_spec: Any = field(default=None, init=False, repr=False, compare=False)
+    _terms: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        # Every scored search makes one: the common values (floats, the default future settings)
+        # are checked by a type test, anything else by the validators that convert it.
         if self.decay is not None and not isinstance(self.decay, DecayPolicy):
             raise TypeError(f"decay must be a decay policy or None, got {type(self.decay).__name__}")
         set_ = object.__setattr__  # frozen: the checked values replace the given ones once
-        set_(self, "at_us", _checked_micros(self.at_us))
-        set_(self, "depth_bias", as_finite_float(self.depth_bias, "depth_bias"))
-        set_(self, "time_coef", as_finite_float(self.time_coef, "time_coef"))
-        set_(self, "future_weight", check_future_weight(self.future_weight))
-        check_future_tolerance(self.future_tolerance)
+        at = self.at_us
+        if type(at) is not int or not _time.MIN_TIME_US <= at <= _time.MAX_TIME_US:
+            set_(self, "at_us", _checked_micros(at))
+        for name in ("depth_bias", "time_coef"):
+            value = getattr(self, name)
+            if type(value) is not float or not math.isfinite(value):
+                set_(self, name, as_finite_float(value, name))
+        if self.future_weight is not DEFAULT_FUTURE_WEIGHT:
+            set_(self, "future_weight", check_future_weight(self.future_weight))
+        if self.future_tolerance is not DEFAULT_FUTURE_TOLERANCE:
+            check_future_tolerance(self.future_tolerance)
 
     @classmethod
     def at(cls, at_time: Any = None, **settings: Any) -> ScoringSpec:
@@ -75,16 +84,25 @@ class ScoringSpec:
         return math.log(self.future_weight)
 
     @property
+    def terms(self) -> Any:
+        """The decay policy as the core's (n, 3) rows [kind, p0, p1] (made on first use)."""
+        terms = self._terms
+        if terms is None:
+            terms = policy_terms(self.decay)
+            object.__setattr__(self, "_terms", terms)
+        return terms
+
+    @property
     def reads_access(self) -> bool:
         """Whether the weight depends on access counts (a per-bucket bound then needs their max)."""
-        return any(int(term[0]) in READS_ACCESS for term in policy_terms(self.decay))
+        return any(int(kind) in READS_ACCESS for kind in self.terms[:, 0])
 
     def core(self) -> Any:
         """The spec as the core's struct (made on first use, kept with the spec)."""
         spec = self._core_spec
         if spec is None:
             spec = _core.ScoreSpec(
-                policy_terms(self.decay), self.at_us, self.future_weight, self.future_tolerance_us,
+                self.terms, self.at_us, self.future_weight, self.future_tolerance_us,
                 self.depth_bias, self.time_coef,
             )  # fmt: skip
             object.__setattr__(self, "_core_spec", spec)
@@ -94,7 +112,7 @@ class ScoringSpec:
         # Sent to shards (Ray pickles it in memory, never into a file): the core's struct is
         # made again where it is used.
         state = dict(self.__dict__)
-        state["_core_spec"] = None
+        state["_core_spec"] = state["_terms"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
