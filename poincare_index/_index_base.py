@@ -92,7 +92,7 @@ class IndexBase(FaissSurface):
         """Bytes this index holds, by structure: the core's arrays (vectors, factors, ids, flags,
         the id map, and for HNSW the link lists, levels and repair bookkeeping) and the per-point
         columns, each at its allocated capacity, so the values add up to what the index costs
-        (the layout per point is in the README, "Memory per vector")."""
+        (the layout per point is in docs/how-it-works.md, "Memory per vector")."""
         out = {str(k): int(v) for k, v in self._core.memory().items()}
         out.update(self._columns.memory())
         return out

@@ -2,7 +2,7 @@
 
 Both index kinds get them through :class:`FaissSurface`: ``d``, ``is_trained``/``train``,
 ``reset``, ``range_search``, ``reconstruct_n``, ``merge_from``, and ``search(..., params=)`` with
-:class:`SearchParameters`. Where FAISS and this library differ, the README's table says so.
+:class:`SearchParameters`. Where FAISS and this library differ, docs/index-api.md's table says so.
 """
 
 from __future__ import annotations

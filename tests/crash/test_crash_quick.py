@@ -1,5 +1,5 @@
 """Three SIGKILLs (one per writer) on every test run; CI runs thirty (.ci/run), and the long
-run's figures are in README.md ("Reliability")."""
+run's figures are in docs/reliability.md."""
 
 from __future__ import annotations
 

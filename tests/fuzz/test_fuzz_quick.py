@@ -1,5 +1,5 @@
 """A few hundred fuzz cases (marked slow: in the full run and CI's, .ci/run); CI also runs a
-minute more, and the long run's figures are in README.md ("Reliability")."""
+minute more, and the long run's figures are in docs/reliability.md."""
 
 from __future__ import annotations
 
