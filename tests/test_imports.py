@@ -74,11 +74,16 @@ def test_no_import_cycle_among_the_package_modules():
     assert cycles == [], "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 
 
-def test_importing_the_package_leaves_the_memory_layer_and_heavy_modules_unloaded():
+def test_importing_the_package_leaves_the_memory_layer_and_heavy_modules_unloaded(tmp_path):
+    # Run from an empty folder: from a source checkout "-c" would import the unbuilt package.
     heavy = ["poincare_index.memory", "bm25s", "numba", "pyarrow.compute", "ray", "tqdm"]
     code = f"import sys, poincare_index; print([m for m in {heavy!r} if m in sys.modules])"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
     assert out.stdout.strip() == "[]"
     code = "import sys, poincare_index as pi; pi.Memory; print('poincare_index.memory' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
     assert out.stdout.strip() == "True"
