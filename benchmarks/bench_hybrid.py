@@ -185,7 +185,7 @@ def run(args: Params) -> int:
             kw_rows = matches[np.argsort(-bm25[matches], kind="stable")][: args.candidates]
             kw_scores = bm25[kw_rows]
             union_rows = np.union1d(vec_rows, kw_rows)
-            dist, depth = mem._exact_terms(union_rows.tolist(), qvecs[i])
+            dist, depth = mem._rows.exact_terms(union_rows.tolist(), qvecs[i])
             c = Lists(
                 vec_rows, vec_scores, kw_rows, kw_scores,
                 union_rows, mem._rows.config.depth_bias * depth - dist, bm25[union_rows],

@@ -95,7 +95,7 @@ def run(args: Params) -> int:
             assert r.stdout is not None and r.stdout.readline().strip() == "ready"
         writer = Memory(path=store, checkpoint_every=args.checkpoint_every, num_threads=1)
         acked: list[float] = []
-        snapshots_before = writer._snapshot
+        snapshots_before = writer._journal.snapshot
         checkpoints = 0
         for i in range(args.writes):
             writer.add(items.texts[args.n + i], id=f"w{i}", t=items.t[args.n + i])
