@@ -336,6 +336,25 @@ def test_update_invalidate_delete_to_arrow():
     assert sorted(table.column("id").to_pylist()) == ["f", "m2", "m4"]
 
 
+def test_to_arrow_with_vectors_and_the_change_token():
+    mem = support_memory(decay=HalfLife(hours=24))
+    token = mem.change_token
+    table = mem.to_arrow(vectors=True)
+    ids = table.column("id").to_pylist()
+    assert table.column_names[-1] == "vector" and len(ids) == len(mem)
+    got = np.asarray(table.column("vector").combine_chunks().flatten(), dtype=np.float32)
+    np.testing.assert_array_equal(got.reshape(len(ids), -1), mem.vectors(ids))
+    assert mem.to_arrow().column_names == table.column_names[:-1]
+    with pytest.raises(TypeError, match="vectors"):
+        mem.to_arrow(vectors="yes")
+    assert mem.change_token == token  # reads change nothing
+    mem.search("refund", k=1, at_time=NOW)  # counts an access
+    touched = mem.change_token
+    assert touched != token
+    mem.delete(ids[0])
+    assert mem.change_token not in (token, touched)
+
+
 def test_vectors_can_be_given_directly():
     mem = Memory(decay=None)
     rng = np.random.default_rng(1)

@@ -148,9 +148,7 @@ class StoreView:
         self._bare_index: IndexBase | None = None if self.memory is not None else source
         self.touch = bool(touch)
         self.decay = self.memory.decay if self.memory is not None else decay
-        self.future_weight = (
-            self.memory._rows.config.future_weight if self.memory is not None else DEFAULT_FUTURE_WEIGHT
-        )
+        self.future_weight = self.memory.future_weight if self.memory is not None else DEFAULT_FUTURE_WEIGHT
         self._version: tuple[int, int] = (-1, -1)
         self._axes: NDArray[np.float64] | None = None
         self._axes_n = 0
@@ -167,7 +165,7 @@ class StoreView:
 
     def _state(self) -> tuple[int, int]:
         assert self.memory is not None
-        return (self.memory._rows.version, self.memory._rows.touches)
+        return self.memory.change_token
 
     def sync(self, max_age: float = 0.25) -> None:
         """Re-reads the store when a live Memory changed (adds, deletes, accesses) and the view
@@ -185,13 +183,14 @@ class StoreView:
 
     # ---- the points ----------------------------------------------------------------------
     def refresh(self) -> None:
-        """Reads the points (under the Memory's read lock: one consistent state)."""
+        """Reads the points (from one moment of the store: Memory.to_arrow with the vectors)."""
         if self.memory is not None:
-            with self.memory._lock.reading():
-                self._version = self._state()
-                rows = self.memory._rows.live_rows()
-                table = self.memory._rows.table(rows)
-                vecs = self._vectors(rows)
+            # The token first: a change after it makes the next sync read again.
+            self._version = self._state()
+            table = self.memory.to_arrow(vectors=True)
+            column = table.column("vector").combine_chunks()
+            vecs = np.asarray(column.flatten(), dtype=np.float64).reshape(len(column), -1)
+            table = table.drop_columns(["vector"])
         else:
             table = self._index_table()
             vecs = self._vectors(table.column("_key").to_pylist())

@@ -1,10 +1,8 @@
 """Memory: text in, time-aware recall out, on a PoincareIndex with its time columns.
 
-The Memory is a front over parts it owns, each with its own contract: the rows (state.py:
-configuration, index, ids, texts, keyword index, and every read of them), the journal
-(journal.py: the log, snapshots, replay, readers following the writer), the searcher
-(search.py: a checked SearchRequest ranked over the rows), the usage counters (usage.py) and the
-retention policy (retention.py). It holds the readers-writer lock and validates the calls.
+A front over parts it owns, each with its own contract: the rows (state.py), the journal
+(journal.py: log, snapshots, replay, readers), the searcher (search.py), the usage counters and
+the retention run. The Memory validates calls, holds the readers-writer lock and delegates.
 """
 
 from __future__ import annotations
@@ -23,6 +21,7 @@ import pyarrow as pa
 
 from .. import _time
 from .._rwlock import ReadWriteLock
+from .._validation import as_flag
 from ..decay import DecayPolicy
 from ..embed import embed_checked
 from ..index import PoincareIndex
@@ -147,6 +146,16 @@ class Memory:
     @property
     def time_coef(self) -> float:
         return self._rows.config.time_coef
+
+    @property
+    def future_weight(self) -> float:
+        return self._rows.config.future_weight
+
+    @property
+    def change_token(self) -> tuple[int, int]:
+        """Changes whenever memories change (writes, compactions, a reader taking in the writer's)
+        or an access is counted: two equal tokens mean a view of the store is still current."""
+        return (self._rows.version, self._rows.touches)
 
     @property
     def path(self) -> Path | None:
@@ -458,12 +467,14 @@ class Memory:
         with self._lock.reading():
             return self._rows.vectors(ids)
 
-    def to_arrow(self) -> pa.Table:
+    def to_arrow(self, *, vectors: bool = False) -> pa.Table:
         """All live memories as a table: id, text, t, valid_from, valid_until, access_count,
-        then the metadata columns."""
+        then the metadata columns; ``vectors=True`` adds their stored points (``vector``,
+        fixed-size lists of float32), read at the same moment as the rest."""
+        as_flag(vectors, "vectors")
         self.refresh()
         with self._lock.reading():
-            return self._rows.table(self._rows.live_rows())
+            return self._rows.live_table(vectors)
 
     def has_metadata(self, key: str) -> bool:
         """Whether some memory was ever added with the metadata key ``key`` (a filter on a key
@@ -546,8 +557,7 @@ class Memory:
         """Serves the inspector for this Memory on 127.0.0.1 (port 0: a free one) from a
         background thread; returns the server (``.url``, ``.close()``). Searches from the page
         count accesses only with ``touch=True``."""
-        # The inspector is a layer above the memory: found by name when asked, never imported
-        # from here (modules import downward; DESIGN.md).
+        # A layer above the memory: found by name, never imported from here (DESIGN.md).
         serve = importlib.import_module(_INSPECTOR).serve
         server = serve(self, port, touch=touch)
         if open_browser:

@@ -254,6 +254,18 @@ class MemoryRows:
     def table(self, rows: list[int]) -> pa.Table:
         return self.view().take(pa.array(rows, pa.int64()))
 
+    def live_table(self, vectors: bool = False) -> pa.Table:
+        """The live rows' table (as table()); ``vectors``: with a ``vector`` column of their stored
+        points (fixed-size lists of float32)."""
+        rows = self.live_rows()
+        table = self.table(rows)
+        if vectors:
+            dim = self.config.embedder.dim
+            points = self.index.reconstruct_batch(rows) if rows else np.zeros((0, dim), dtype=np.float32)
+            flat = pa.array(np.ascontiguousarray(points, dtype=np.float32).reshape(-1))
+            table = table.append_column("vector", pa.FixedSizeListArray.from_arrays(flat, dim))
+        return table
+
     def table_in_chunks(self, rows: list[int], chunk_rows: int = 8192) -> pa.Table:
         """The rows' table (as table()) built a chunk at a time from the rows' own ids and texts,
         not from a view of the whole store: converting a million Python strings to Arrow holds
