@@ -95,6 +95,10 @@ def contenders() -> dict[str, Any]:
 SUITES: dict[str, tuple[str, str]] = {
     "knn": ("bench_knn", "k-NN loop: datasets x contenders (ours, FAISS, hnswlib, NGT) x ef, threads"),
     "families": ("bench_families", "family loop: members x dims x contenders x ef / (epsilon, edge_size)"),
+    "code_order": (
+        "bench_code_order",
+        "the order by float16 / 8-bit codes of the coordinates, exact re-rank",
+    ),
     "build": ("bench_build", "build time beside FAISS's lifted build, recall at a few ef"),
     "large": ("bench_large", "cost against size, each build in a child process, fitted exponents"),
     "footprint": ("bench_footprint", "bytes per vector (RSS and layout) per contender, child processes"),
