@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from ..decay import DecayPolicy, log_weight_bound
+from ..decay import log_weight_bound
 from ..geometry import depth
 from ..scoring import ScoringSpec
 
@@ -26,15 +26,11 @@ _US_PER_HOUR = 3_600_000_000
 
 @dataclass(frozen=True)
 class ScoreBound:
-    """What the bound needs of one search call; ``geometric`` holds the per-query bound of the
-    distance and depth terms."""
+    """The bound of one search call: ``geometric`` holds the per-query bound of the distance and
+    depth terms, ``spec`` the call's scoring (the time term's settings)."""
 
     geometric: NDArray[np.float64]
-    time_coef: float
-    decay: DecayPolicy | None
-    at_us: int
-    future_tolerance_us: int
-    log_future_weight: float
+    spec: ScoringSpec
 
     @classmethod
     def of(cls, q: NDArray[np.float32], curvature: float, spec: ScoringSpec) -> ScoreBound | None:
@@ -43,31 +39,30 @@ class ScoreBound:
             return None
         q_depth = depth(q.astype(np.float64), curvature)
         geometric = spec.depth_bias * q_depth if spec.depth_bias >= -1.0 else -q_depth
-        return cls(
-            geometric, spec.time_coef, spec.decay, spec.at_us, spec.future_tolerance_us,
-            spec.log_future_weight,
-        )  # fmt: skip
+        return cls(geometric, spec)
 
     def log_weight(self, t_min: int, t_max: int, max_access: int) -> float:
         """An upper bound of log w over points stamped in [t_min, t_max] (microseconds) whose
         access counts are at most ``max_access``. A stamp up to the tolerance after at_time
         counts as at_time; later ones weigh future_weight."""
-        if self.decay is None:
+        spec = self.spec
+        if spec.decay is None:
             return 0.0
-        latest_present = self.at_us + self.future_tolerance_us
+        latest_present = spec.at_us + spec.future_tolerance_us
         bound = -math.inf
         if t_min <= latest_present:  # some point is not in the future
             youngest = min(t_max, latest_present)
-            age_hours = max(self.at_us - youngest, 0) / _US_PER_HOUR
-            bound = log_weight_bound(self.decay, age_hours, float(max_access))
+            age_hours = max(spec.at_us - youngest, 0) / _US_PER_HOUR
+            bound = log_weight_bound(spec.decay, age_hours, float(max_access))
         if t_max > latest_present:
-            bound = max(bound, self.log_future_weight)
+            bound = max(bound, spec.log_future_weight)
         return bound
 
     def scores(self, t_min: int, t_max: int, max_access: int) -> NDArray[np.float64]:
         """Per query, an upper bound of the score of any point of such a shard (with a margin
         of 1e-9 relative for the rounding of the shards' float64 scores)."""
         logw = self.log_weight(t_min, t_max, max_access)
-        bound = self.geometric if self.time_coef == 0.0 else self.geometric + self.time_coef * logw
+        time_coef = self.spec.time_coef
+        bound = self.geometric if time_coef == 0.0 else self.geometric + time_coef * logw
         # -inf stays -inf (inf - inf would be NaN, and NaN >= k-th is never true).
         return np.where(np.isfinite(bound), bound + 1e-9 * (1.0 + np.abs(bound)), bound)
