@@ -132,6 +132,12 @@ def as_time_scalar(value: Any, name: str) -> int:
     us = _scalar_micros(value, name)
     if us is None:
         raise ValueError(f"{name} is NaT")
+    return check_micros(us, name)
+
+
+def check_micros(us: int, name: str) -> int:
+    """``us`` (microseconds since the epoch, UTC) if it lies in the supported times; ValueError
+    naming ``name`` otherwise."""
     if not MIN_TIME_US <= us <= MAX_TIME_US:  # a plain comparison: every search passes here
         raise _out_of_range(name, us)
     return us

@@ -122,6 +122,4 @@ class ScoringSpec:
 def _checked_micros(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"at_us must be an int (microseconds since the epoch), got {type(value).__name__}")
-    if not _time.MIN_TIME_US <= int(value) <= _time.MAX_TIME_US:
-        raise ValueError(f"at_us {int(value)} is outside the years 1678..2261")
-    return int(value)
+    return _time.check_micros(int(value), "at_us")
