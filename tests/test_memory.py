@@ -347,6 +347,9 @@ def test_to_arrow_with_vectors_and_the_change_token():
     assert mem.to_arrow().column_names == table.column_names[:-1]
     with pytest.raises(TypeError, match="vectors"):
         mem.to_arrow(vectors="yes")
+    assert mem.has_metadata("channel") and not mem.has_metadata("nope")
+    with pytest.raises(TypeError, match="metadata key is a str"):
+        mem.has_metadata(3)
     assert mem.change_token == token  # reads change nothing
     mem.search("refund", k=1, at_time=NOW)  # counts an access
     touched = mem.change_token

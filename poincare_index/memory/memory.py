@@ -477,8 +477,8 @@ class Memory:
             return self._rows.live_table(vectors)
 
     def has_metadata(self, key: str) -> bool:
-        """Whether some memory was ever added with the metadata key ``key`` (a filter on a key
-        no memory has matches nothing)."""
+        """Whether some memory was ever added with the metadata key ``key`` (TypeError: not a str)."""
+        self.refresh()
         return self._rows.has_column(key)
 
     def stats(self, since: Any = None) -> MemoryStats:

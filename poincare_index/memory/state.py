@@ -229,6 +229,8 @@ class MemoryRows:
     # ---- reads -----------------------------------------------------------------------------
     def has_column(self, name: str) -> bool:
         """Whether some memory was added with the metadata key ``name``."""
+        if not isinstance(name, str):
+            raise TypeError(f"a metadata key is a str, got {type(name).__name__}")
         meta = self.index._columns.metadata
         return meta is not None and name in meta.column_names
 
