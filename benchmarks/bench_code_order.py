@@ -1,7 +1,8 @@
 """What quantized coordinates do to the Poincaré order (design data for compressed storage,
 docs/compressed_storage.md): for each family member, rank every stored point by
 ``|q - code(x)|^2 a(x)`` (float16 or 8-bit codes of the coordinates; the factor a(x) from the
-float32 coordinates, or, to compare, from the codes), keep the ``ef`` best, re-rank those
+float32 coordinates, or, to compare, from the codes; with or without the code's own squared
+error |x - code(x)|^2 subtracted), keep the ``ef`` best, re-rank those
 exactly and report recall@10 and recall@1 against the exact float64 order. An exhaustive scan:
 it isolates the order's error from the graph's; a walk on codes can only do worse.
 
@@ -43,12 +44,20 @@ class Results:
 
 
 def codes(x: NDArray[np.float32]) -> dict[str, NDArray[np.float64]]:
-    """The coordinates as each code decodes them: float16, and 8 bits per dimension on the
-    dimension's [min, max] (as FAISS's QT_8bit)."""
+    """The coordinates as each code decodes them: float16; 8 bits per dimension on the
+    dimension's [min, max] (as FAISS's QT_8bit); and 8 bits per coordinate on the point's own
+    [-max|x_i|, max|x_i|] (``sq8-point``: one float32 scale a point, what the index stores)."""
     lo, hi = x.min(axis=0), x.max(axis=0)
     step = np.where(hi > lo, (hi - lo) / 255.0, 1.0)
     sq8 = np.round((x - lo) / step).clip(0, 255) * step + lo
-    return {"f16": x.astype(np.float16).astype(np.float64), "sq8": sq8.astype(np.float64)}
+    scale = (np.abs(x).max(axis=1, keepdims=True) / 127.0).astype(np.float32)
+    scale = np.where(scale > 0, scale, np.float32(1.0))
+    per_point = np.round(x / scale).clip(-127, 127) * scale.astype(np.float64)
+    return {
+        "f16": x.astype(np.float16).astype(np.float64),
+        "sq8": sq8.astype(np.float64),
+        "sq8-point": per_point,
+    }
 
 
 def factor(points: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -85,18 +94,26 @@ def run(args: Params) -> int:
                 truth = np.argsort(exact, axis=1)[:, :10]
                 for code, decoded in codes(fam.points).items():
                     d2 = sq_dists(q, decoded)
-                    for source, a in (("float32", a32), ("codes", factor(decoded))):
+                    # The code's own squared error |x - code(x)|^2, known when x is coded: the
+                    # mean of |q - code(x)|^2 - |q - x|^2 over the direction of the error.
+                    bias = np.sum((x - decoded) ** 2, axis=1)
+                    variants = (
+                        ("float32", a32, False),
+                        ("codes", factor(decoded), False),
+                        ("float32", a32, True),
+                    )
+                    for source, a, unbiased in variants:
                         row = {
                             "member": name,
                             "dim": dim,
                             "queries": kind_q,
                             "code": code,
                             "factor_from": source,
+                            "bias_subtracted": unbiased,
                         }
+                        key = (d2 - bias[None, :] if unbiased else d2) * a[None, :]
                         for ef in args.efs:
-                            row[f"recall@10_ef{ef}"], row[f"recall@1_ef{ef}"] = recalls(
-                                d2 * a[None, :], exact, truth, ef
-                            )
+                            row[f"recall@10_ef{ef}"], row[f"recall@1_ef{ef}"] = recalls(key, exact, truth, ef)
                         res.rows.append(row)
                         print(row, flush=True)
     write_results(args.out, res)

@@ -106,10 +106,8 @@ struct KeepLive {
 // start's key on entry and the result's on return; returns the node reached.
 // reader_at(level) gives that level's link reader.
 template <typename ReaderAt, typename Rank>
-std::uint32_t greedy_descent(ReaderAt&& reader_at, const VectorStorage& storage, const Rank& rank,
-                             std::uint32_t start, int from_level, int to_level,
+std::uint32_t greedy_descent(ReaderAt&& reader_at, const Rank& rank, std::uint32_t start, int from_level, int to_level,
                              SearchScratch& scratch, float* key) {
-  const std::size_t row_bytes = storage.dim() * sizeof(float);
   std::array<typename Rank::Keys, kMaxListLinks> keys;
   std::uint32_t cur = start;
   float best = *key;
@@ -121,8 +119,7 @@ std::uint32_t greedy_descent(ReaderAt&& reader_at, const VectorStorage& storage,
       const std::uint32_t* l = reader.list(cur, scratch, count);
       // Every neighbour's row is fetched before the first key: one miss at a time would
       // serialise them.
-      for (std::size_t i = 0; i < count; ++i)
-        hnsw_detail::prefetch_row(storage.vector(l[i]), row_bytes);
+      for (std::size_t i = 0; i < count; ++i) rank.prefetch(l[i]);
       rank.score(l, count, keys.data());
       std::uint32_t next = cur;
       for (std::size_t i = 0; i < count; ++i)
@@ -155,7 +152,6 @@ void beam_walk(const Reader& reader, const VectorStorage& storage, const Rank& r
   constexpr int N = Rank::kOrders;
   using Keys = typename Rank::Keys;
   const std::size_t n_slots = storage.slots();
-  const std::size_t row_bytes = storage.dim() * sizeof(float);
   scratch.begin(n_slots);
   auto& frontiers = scratch.frontiers;
   auto& beams = scratch.beams;
@@ -192,7 +188,7 @@ void beam_walk(const Reader& reader, const VectorStorage& storage, const Rank& r
       // every link): skipped, one compare a link.
       if (n >= n_slots || scratch.seen(n)) continue;
       scratch.mark(n);
-      hnsw_detail::prefetch_row(storage.vector(n), row_bytes);
+      rank.prefetch(n);
       handler.also_prefetch(n);
       fresh[n_fresh++] = n;
     }

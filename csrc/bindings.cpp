@@ -115,6 +115,8 @@ void bind_common(py::class_<Core>& cls) {
       .def_property_readonly("verified", &Core::verified)
       .def("verify", &Core::verify, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("curvature", &Core::curvature)
+      .def_property_readonly("storage",
+                             [](const Core& s) { return codes::kind_name(s.code_kind()); })
       .def_property_readonly("ntotal", &Core::ntotal)
       .def_property_readonly("slots", &Core::slots)
       .def_property_readonly("next_auto_id", &Core::next_auto_id)
@@ -328,15 +330,16 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<HnswIndexCore> hnsw(m, "HnswIndexCore");
   hnsw.def(py::init([](std::size_t dim, double curvature, int M, int ef_construction,
-                       std::uint64_t seed, int num_threads) {
+                       std::uint64_t seed, int num_threads, const std::string& storage) {
              HnswParams p;
              p.M = M;
              p.ef_construction = ef_construction;
              p.seed = seed;
-             return std::make_unique<HnswIndexCore>(dim, curvature, p, num_threads);
+             return std::make_unique<HnswIndexCore>(dim, curvature, p, num_threads,
+                                                    codes::kind_from_name(storage));
            }),
            py::arg("dim"), py::arg("curvature"), py::arg("M"), py::arg("ef_construction"),
-           py::arg("seed"), py::arg("num_threads"))
+           py::arg("seed"), py::arg("num_threads"), py::arg("storage") = "f32")
       .def_static("load", &HnswIndexCore::load, py::arg("vectors_path"), py::arg("graph_path"),
                   py::arg("num_threads"), py::arg("mapped") = false,
                   py::call_guard<py::gil_scoped_release>())

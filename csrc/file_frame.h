@@ -19,8 +19,9 @@ namespace poincare::format {
 
 // Version 2: level-0 lists of 2M links in place plus relocated lists (version 1 reserved 4
 // repair slots in every list: its graph files are still read, and converted), the rank factors
-// in the vectors file, and the block table.
-constexpr std::uint32_t kVersion = 2;
+// in the vectors file, and the block table. Version 3: the vectors file names its code kind and
+// holds the code rows after the rank factors (codes.h); graph files are as in version 2.
+constexpr std::uint32_t kVersion = 3;
 constexpr std::uint32_t kOldestVersion = 1;
 constexpr std::size_t kPrefix = 16;  // magic, version, header size
 constexpr std::size_t kTrailer = 8;  // crc32, end magic

@@ -30,6 +30,8 @@ void write_vectors(const std::string& path, const VectorStorage& s) {
   w.put<double>(s.curvature());
   w.put<std::uint64_t>(s.slots());
   w.put<std::int64_t>(s.id_high_water());
+  w.put<std::uint32_t>(static_cast<std::uint32_t>(s.code_kind()));
+  w.put<std::uint32_t>(static_cast<std::uint32_t>(s.code_bytes()));
   w.patch_u32(12, static_cast<std::uint32_t>(w.size()));
   // Ids (held implicitly while they equal the slots) and deletion flags as saved, a chunk of
   // slots at a time: the writer streams, so no column of the whole index is built for it.
@@ -52,6 +54,8 @@ void write_vectors(const std::string& path, const VectorStorage& s) {
   w.put_array(s.vectors(), s.slots() * s.dim());
   // Version 2: the rank factors, so a fast open maps them instead of reading every vector.
   w.put_array(s.rank_factors(), s.slots());
+  // Version 3: the code rows, so a fast open maps them instead of coding every vector again.
+  w.put_array(s.code_rows(), s.slots() * s.code_bytes());
   w.finish();
 }
 
@@ -63,6 +67,18 @@ LoadedVectors read_vectors(const std::string& path, bool mapped) {
   const auto curvature = r.get<double>();
   const auto n = r.get<std::uint64_t>();
   const auto high_water = r.get<std::int64_t>();
+  codes::CodeKind code_kind = codes::CodeKind::kNone;
+  std::size_t code_bytes = 0;
+  if (r.version() >= 3) {
+    const auto kind = r.get<std::uint32_t>();
+    code_bytes = r.get<std::uint32_t>();
+    if (kind > static_cast<std::uint32_t>(codes::CodeKind::kSq8))
+      r.fail("unknown code kind " + std::to_string(kind));
+    code_kind = static_cast<codes::CodeKind>(kind);
+    if (dim == 0 || dim > (1u << 20) || code_bytes != codes::row_bytes(code_kind, dim))
+      r.fail("code rows of " + std::to_string(code_bytes) + " bytes do not fit the " +
+             codes::kind_name(code_kind) + " kind at dimension " + std::to_string(dim));
+  }
   if (dim == 0 || dim > (1u << 20)) r.fail("implausible dimension " + std::to_string(dim));
   if (!(curvature > 0) || !std::isfinite(curvature)) r.fail("invalid curvature");
   if (n > UINT32_MAX) r.fail("implausible number of points");
@@ -75,19 +91,25 @@ LoadedVectors read_vectors(const std::string& path, bool mapped) {
       // What was read so far (header, ids, flags) is checked now; the mapped arrays by verify().
       r.block_check().verify_range(0, r.position());
       MappableArray<float> vectors, factors;
+      MappableArray<std::uint8_t> code_rows;
       const float* pv = r.view_array<float>(n * dim);
       const float* pf = r.view_array<float>(n);
+      const std::uint8_t* pc = r.view_array<std::uint8_t>(n * code_bytes);
       r.expect_end();
       vectors.map(r.block_check().file, pv, n * dim);
       factors.map(r.block_check().file, pf, n);
-      return {VectorStorage::restore_mapped(dim, curvature, std::move(vectors), std::move(factors),
+      code_rows.map(r.block_check().file, pc, n * code_bytes);
+      return {VectorStorage::restore_mapped(dim, curvature, code_kind, std::move(vectors),
+                                            std::move(factors), std::move(code_rows),
                                             std::move(ids), std::move(deleted), high_water),
               r.block_check()};
     }
     auto vectors = r.get_array<float>(n * dim);
-    if (r.version() >= 2) r.get_array<float>(n);  // recomputed (and so checked) by restore()
+    // Recomputed (and so checked) by restore(): the rank factors and the code rows.
+    if (r.version() >= 2) r.get_array<float>(n);
+    if (r.version() >= 3) r.get_array<std::uint8_t>(n * code_bytes);
     r.expect_end();
-    return {VectorStorage::restore(dim, curvature, std::move(vectors), std::move(ids),
+    return {VectorStorage::restore(dim, curvature, code_kind, std::move(vectors), std::move(ids),
                                    std::move(deleted), high_water),
             {}};
   } catch (const InvalidArgument& e) {

@@ -14,8 +14,8 @@
 
 namespace poincare::format {
 
-// Writes ids, deletion flags, float32 vectors and rank factors; fsyncs the file before
-// returning.
+// Writes ids, deletion flags, float32 vectors, rank factors and code rows (with their kind);
+// fsyncs the file before returning.
 void write_vectors(const std::string& path, const VectorStorage& storage);
 
 // A loaded storage and, after a fast open, the block checksums its mapped arrays are verified
@@ -25,9 +25,9 @@ struct LoadedVectors {
   BlockCheck check;
 };
 // Reads a file written by write_vectors; throws FormatError (foreign, truncated, corrupt, other
-// version) or IoError (cannot read). mapped: a fast open (see file_frame.h): the vectors and rank
-// factors stay in the mapped file, checked by the caller's verify(); files of version 1 are read
-// in full all the same.
+// version) or IoError (cannot read). mapped: a fast open (see file_frame.h): the vectors, rank
+// factors and codes stay in the mapped file, checked by the caller's verify(); files of version 1
+// are read in full all the same. Files before version 3 hold no codes (kind kNone).
 LoadedVectors read_vectors(const std::string& path, bool mapped = false);
 
 // Writes the HNSW levels and links; fsyncs.

@@ -287,10 +287,18 @@ void time_seed(const FusedScorer& scorer, const VectorStorage& storage, const fl
 // collector's rank limit) decides only whether a node itself can enter the top k, never whether
 // it is expanded: a node that cannot score can still lead to one that can. So at equal ef the
 // fused walk visits what the plain walk visits, and with a flat time term it is the plain walk.
+// Over compressed storage the walk's keys carry the codes' error, which the collector's bound and
+// slack (sized for float32 rounding) do not allow for: eligible nodes are offered with their
+// float32 rank instead (one row read from the coordinates per node scored).
 class FusedHandler {
  public:
-  FusedHandler(const FusedScorer& scorer, SearchScratch& scratch, Collector& collector)
-      : scorer_(scorer), scratch_(scratch), collector_(collector) {
+  FusedHandler(const FusedScorer& scorer, SearchScratch& scratch, Collector& collector,
+               const VectorStorage& storage, const float* q)
+      : scorer_(scorer),
+        scratch_(scratch),
+        collector_(collector),
+        exact_(storage, q, 1.0f),
+        rescore_(storage.code_kind() != codes::CodeKind::kNone) {
     const FusedParams& params = scorer.params();
     time_ = params.score.decay.empty() ? nullptr : params.columns.t;
     rows_ = params.columns.rows;
@@ -300,7 +308,8 @@ class FusedHandler {
   bool eligible(std::uint32_t slot) const { return scorer_.eligible(slot); }
   template <typename Keys>
   void offer(std::uint32_t slot, const Keys& keys, bool eligible) {
-    if (eligible && scratch_.first_score(slot)) collector_.offer(slot, keys[0]);
+    if (!eligible || !scratch_.first_score(slot)) return;
+    collector_.offer(slot, rescore_ ? exact_.score_one(slot)[0] : keys[0]);
   }
   // The time stamps of unvisited nodes are read when they are scored: fetch them with the row.
   void also_prefetch(std::uint32_t slot) const {
@@ -314,6 +323,8 @@ class FusedHandler {
   const FusedScorer& scorer_;
   SearchScratch& scratch_;
   Collector& collector_;
+  PoincareRank<1> exact_;
+  bool rescore_;
   const std::int64_t* time_;
   std::size_t rows_;
   const std::int64_t* from_;
@@ -332,13 +343,16 @@ void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
   scratch.begin_scoring(storage.slots());
   Collector collector(scorer, k);
   time_seed(scorer, storage, q, scratch, collector, k);
-  FusedHandler handler(scorer, scratch, collector);
+  FusedHandler handler(scorer, scratch, collector, storage, q);
   const Level0Reader reader(graph);
   if (graph.switches().second_order)
-    beam_walk(reader, storage, PoincareRank<2>(storage, q, 1.0f), cur,
-              {ef, HnswGraph::second_beam(ef)}, scratch, handler);
+    with_search_rank<2>(storage, q, [&](const auto& rank) {
+      beam_walk(reader, storage, rank, cur, {ef, HnswGraph::second_beam(ef)}, scratch, handler);
+    });
   else
-    beam_walk(reader, storage, PoincareRank<1>(storage, q, 1.0f), cur, {ef}, scratch, handler);
+    with_search_rank<1>(storage, q, [&](const auto& rank) {
+      beam_walk(reader, storage, rank, cur, {ef}, scratch, handler);
+    });
   time_pass(scorer, storage, q, scratch, collector);
   collector.finish(out);
 }

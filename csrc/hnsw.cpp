@@ -190,10 +190,11 @@ std::uint32_t HnswGraph::connect(const VectorStorage& storage, std::uint32_t slo
 
 std::uint32_t HnswGraph::descend(const VectorStorage& storage, const float* q,
                                  SearchScratch& scratch, float* rank_out) const {
-  const PoincareRank<1> rank(storage, q, 1.0f);
-  *rank_out = rank.score_one(entry_)[0];
-  return greedy_descent([&](int level) { return UpperReader(*this, level); }, storage, rank,
-                        entry_, max_level_, 0, scratch, rank_out);
+  return with_search_rank<1>(storage, q, [&](const auto& rank) {
+    *rank_out = rank.score_one(entry_)[0];
+    return greedy_descent([&](int level) { return UpperReader(*this, level); }, rank, entry_,
+                          max_level_, 0, scratch, rank_out);
+  });
 }
 
 void HnswGraph::insert(const VectorStorage& storage, std::uint32_t slot, SearchScratch& scratch) {
@@ -217,8 +218,8 @@ void HnswGraph::insert(const VectorStorage& storage, std::uint32_t slot, SearchS
   const float ax = storage.rank_factor(slot);
   const PoincareRank<1> rank(storage, x, ax);
   float key = rank.score_one(cur)[0];
-  cur = greedy_descent([&](int lv) { return ConcurrentReader(*this, lv); }, storage, rank, cur,
-                       top, level, scratch, &key);
+  cur = greedy_descent([&](int lv) { return ConcurrentReader(*this, lv); }, rank, cur, top, level,
+                       scratch, &key);
   const auto ef = static_cast<std::size_t>(params_.ef_construction);
   KeepAll all;
   for (int lv = std::min(level, top); lv >= 0; --lv) {
@@ -252,10 +253,13 @@ void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t
   const Level0Reader reader(*this);
   KeepLive live{storage.deleted_flags()};
   if (switches_.second_order)
-    beam_walk(reader, storage, PoincareRank<2>(storage, q, 1.0f), start, {ef, second_beam(ef)},
-              scratch, live);
+    with_search_rank<2>(storage, q, [&](const auto& rank) {
+      beam_walk(reader, storage, rank, start, {ef, second_beam(ef)}, scratch, live);
+    });
   else
-    beam_walk(reader, storage, PoincareRank<1>(storage, q, 1.0f), start, {ef}, scratch, live);
+    with_search_rank<1>(storage, q, [&](const auto& rank) {
+      beam_walk(reader, storage, rank, start, {ef}, scratch, live);
+    });
   // The first beam holds the ef best by rank of every live node either order scored.
   for (const BeamEntry& e : scratch.beams[0]) out.push_back({e.key, e.slot});
   // A NaN rank (only from an unverified mapped file's coordinates) sorts last, not at random:

@@ -31,8 +31,8 @@ inline void copy_links_relaxed(const std::uint32_t* l, std::size_t capacity,
 
 // Prefetches every cache line of a stored vector (rows are not line-aligned and span several
 // lines; fetching only the first leaves the rest to demand misses).
-inline void prefetch_row(const float* row, std::size_t bytes) {
-  const char* p = reinterpret_cast<const char*>(row);
+inline void prefetch_row(const void* row, std::size_t bytes) {
+  const char* p = static_cast<const char*>(row);
   for (std::size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 3);
   __builtin_prefetch(p + bytes - 1, 0, 3);
 }

@@ -15,8 +15,8 @@
 
 namespace poincare {
 
-IndexCore::IndexCore(std::size_t dim, double curvature, int num_threads)
-    : storage_(dim, curvature) {
+IndexCore::IndexCore(std::size_t dim, double curvature, int num_threads, codes::CodeKind code_kind)
+    : storage_(dim, curvature, code_kind) {
   set_num_threads(num_threads);
 }
 
@@ -287,6 +287,10 @@ FlatIndexCore::FlatIndexCore(std::size_t dim, double curvature, int num_threads)
 std::unique_ptr<FlatIndexCore> FlatIndexCore::load(const std::string& vectors_path, int num_threads,
                                                    bool mapped) {
   format::LoadedVectors v = format::read_vectors(vectors_path, mapped);
+  if (v.storage.code_kind() != codes::CodeKind::kNone)
+    throw FormatError(vectors_path + ": the vectors file holds " +
+                      codes::kind_name(v.storage.code_kind()) +
+                      " codes, which only an HNSW index keeps");
   auto idx = std::make_unique<FlatIndexCore>(v.storage.dim(), v.storage.curvature(), num_threads);
   idx->storage_ = std::move(v.storage);
   if (v.check.file) {
@@ -312,8 +316,8 @@ void FlatIndexCore::fused_search_one(const FusedScorer& scorer, const FusedParam
 // ---- HNSW -------------------------------------------------------------------------------------
 
 HnswIndexCore::HnswIndexCore(std::size_t dim, double curvature, const HnswParams& params,
-                             int num_threads)
-    : IndexCore(dim, curvature, num_threads), graph_(std::make_unique<HnswGraph>(params)) {}
+                             int num_threads, codes::CodeKind code_kind)
+    : IndexCore(dim, curvature, num_threads, code_kind), graph_(std::make_unique<HnswGraph>(params)) {}
 
 std::unique_ptr<HnswIndexCore> HnswIndexCore::load(const std::string& vectors_path,
                                                    const std::string& graph_path, int num_threads,
@@ -322,7 +326,8 @@ std::unique_ptr<HnswIndexCore> HnswIndexCore::load(const std::string& vectors_pa
   format::LoadedGraph g =
       format::read_graph(graph_path, v.storage.slots(), v.storage.deleted_flags(), mapped);
   auto idx = std::make_unique<HnswIndexCore>(v.storage.dim(), v.storage.curvature(),
-                                             g.graph->params(), num_threads);
+                                             g.graph->params(), num_threads,
+                                             v.storage.code_kind());
   idx->storage_ = std::move(v.storage);
   idx->graph_ = std::move(g.graph);
   for (format::BlockCheck* c : {&v.check, &g.check})

@@ -24,13 +24,16 @@ namespace poincare {
 
 class IndexCore {
  public:
-  IndexCore(std::size_t dim, double curvature, int num_threads);
+  IndexCore(std::size_t dim, double curvature, int num_threads,
+            codes::CodeKind code_kind = codes::CodeKind::kNone);
   virtual ~IndexCore() = default;
   IndexCore(const IndexCore&) = delete;
   IndexCore& operator=(const IndexCore&) = delete;
 
   std::size_t dim() const { return storage_.dim(); }
   double curvature() const { return storage_.curvature(); }
+  // What the graph walks rank by: kNone (the float32 coordinates) or a compressed copy.
+  codes::CodeKind code_kind() const { return storage_.code_kind(); }
   std::size_t ntotal() const;
   std::size_t slots() const;
   // The id stored in each slot (removed points' slots included), in slot order.
@@ -155,7 +158,8 @@ class IndexCore {
 class FlatIndexCore final : public IndexCore {
  public:
   FlatIndexCore(std::size_t dim, double curvature, int num_threads);
-  // mapped: a fast open (see verify()).
+  // mapped: a fast open (see verify()). FormatError for a vectors file with codes (the flat
+  // index scans the float32 coordinates and keeps none).
   static std::unique_ptr<FlatIndexCore> load(const std::string& vectors_path, int num_threads,
                                              bool mapped = false);
 
@@ -170,7 +174,8 @@ class FlatIndexCore final : public IndexCore {
 
 class HnswIndexCore final : public IndexCore {
  public:
-  HnswIndexCore(std::size_t dim, double curvature, const HnswParams& params, int num_threads);
+  HnswIndexCore(std::size_t dim, double curvature, const HnswParams& params, int num_threads,
+                codes::CodeKind code_kind = codes::CodeKind::kNone);
   static std::unique_ptr<HnswIndexCore> load(const std::string& vectors_path,
                                              const std::string& graph_path, int num_threads,
                                              bool mapped = false);

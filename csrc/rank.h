@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "codes.h"
+#include "hnsw_links.h"
 #include "metric.h"
 #include "storage.h"
 
@@ -50,6 +52,10 @@ class PoincareRank {
     score(&slot, 1, &k);
     return k;
   }
+  // Starts fetching what score() reads of `slot` (its float32 row).
+  void prefetch(std::uint32_t slot) const {
+    hnsw_detail::prefetch_row(storage_.vector(slot), storage_.dim() * sizeof(float));
+  }
 
  private:
   Keys keys_of(std::uint32_t slot, float l2) const {
@@ -64,6 +70,59 @@ class PoincareRank {
   float scale_;
   const metric::Kernels& kernels_;
 };
+
+// The rank computer of a search over compressed storage (codes.h): the orders of PoincareRank
+// with |q - x|^2 estimated from x's code row as |q - code(x)|^2 - |x - code(x)|^2 (the code's
+// own squared error, stored in the row: what remains is 2 (q - x).(x - code(x)), which shrinks
+// with |q - x|). a(x) is the float32 factor of the coordinates, never the codes'. Keys may be
+// slightly negative; results are re-ranked from the float32 coordinates (topk.h).
+template <int N>
+class CodeRank {
+  static_assert(N == 1 || N == 2, "one or two orders");
+
+ public:
+  static constexpr int kOrders = N;
+  using Keys = RankKeys<N>;
+
+  CodeRank(const VectorStorage& storage, const float* q)
+      : storage_(storage), q_(q), l2sq_(codes::l2sq_kernel(storage.code_kind())) {}
+
+  const float* query() const { return q_; }
+
+  void score(const std::uint32_t* slots, std::size_t n, Keys* out) const {
+    const std::size_t dim = storage_.dim();
+    const codes::CodeKind kind = storage_.code_kind();
+    for (std::size_t j = 0; j < n; ++j) {
+      const std::uint8_t* row = storage_.code(slots[j]);
+      const float l2 = l2sq_(q_, row, dim) - codes::bias(kind, row);
+      Keys k;
+      k[0] = l2 * storage_.rank_factor(slots[j]);
+      if constexpr (N == 2) k[1] = l2;
+      out[j] = k;
+    }
+  }
+  Keys score_one(std::uint32_t slot) const {
+    Keys k;
+    score(&slot, 1, &k);
+    return k;
+  }
+  void prefetch(std::uint32_t slot) const {
+    hnsw_detail::prefetch_row(storage_.code(slot), storage_.code_bytes());
+  }
+
+ private:
+  const VectorStorage& storage_;
+  const float* q_;
+  codes::CodeL2SqFn l2sq_;
+};
+
+// Calls walk(rank) with the rank computer of a search for q with N orders: CodeRank<N> when the
+// storage keeps codes, else PoincareRank<N> (scale 1).
+template <int N, typename Walk>
+decltype(auto) with_search_rank(const VectorStorage& storage, const float* q, Walk&& walk) {
+  if (storage.code_kind() != codes::CodeKind::kNone) return walk(CodeRank<N>(storage, q));
+  return walk(PoincareRank<N>(storage, q, 1.0f));
+}
 
 // The keys of the pair (u, v) in both orders: delta(u, v) = |u - v|^2 a(u) a(v) and |u - v|^2.
 // What neighbour selection compares (a kept neighbour r against a candidate e).

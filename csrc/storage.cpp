@@ -11,15 +11,23 @@
 
 namespace poincare {
 
-VectorStorage::VectorStorage(std::size_t dim, double curvature) : dim_(dim), curvature_(curvature) {
+VectorStorage::VectorStorage(std::size_t dim, double curvature, codes::CodeKind code_kind)
+    : dim_(dim),
+      curvature_(curvature),
+      code_kind_(code_kind),
+      code_bytes_(codes::row_bytes(code_kind, dim)) {
   if (dim == 0) throw InvalidArgument("dim must be >= 1");
   if (!(curvature > 0.0) || !std::isfinite(curvature))
     throw InvalidArgument("curvature must be a finite number > 0");
+  if (code_kind == codes::CodeKind::kSq8 && dim > codes::kMaxSq8Dim)
+    throw InvalidArgument("sq8 storage codes at most " + std::to_string(codes::kMaxSq8Dim) +
+                          " dimensions, got " + std::to_string(dim));
 }
 
 void VectorStorage::reserve(std::size_t n_slots) {
   reserve_amortised(vectors_, n_slots * dim_);
   reserve_amortised(rank_factor_, n_slots);
+  reserve_amortised(codes_, n_slots * code_bytes_);
   if (!identity_ids_) reserve_amortised(ids_, n_slots);
   reserve_amortised(deleted_, n_slots);
 }
@@ -78,12 +86,13 @@ void VectorStorage::place(const float* x, std::size_t n, const std::int64_t* ids
   if (!identity_ids_) ids_.resize(total);
   deleted_.resize(total, 0);
   rank_factor_.resize(total);
+  codes_.resize(total * code_bytes_);
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint32_t slot = where[i];
     std::copy(x + i * dim_, x + (i + 1) * dim_, vectors_.data() + slot * dim_);
     if (!identity_ids_) ids_[slot] = ids[i];
     deleted_[slot] = 0;
-    compute_rank_factor(slot);
+    compute_derived(slot);
     if (!identity_ids_) slot_of_id_.emplace(ids[i], slot);
     if (ids[i] >= id_high_water_) id_high_water_ = ids[i] == INT64_MAX ? INT64_MAX : ids[i] + 1;
   }
@@ -112,8 +121,9 @@ void VectorStorage::release(const std::vector<std::uint32_t>& slots_to_release) 
   std::sort(released_.begin(), released_.end());
 }
 
-void VectorStorage::compute_rank_factor(std::size_t slot) {
+void VectorStorage::compute_derived(std::size_t slot) {
   rank_factor_[slot] = static_cast<float>(factor(slot));
+  codes::encode_row(code_kind_, vector(slot), dim_, codes_.data() + slot * code_bytes_);
 }
 
 void VectorStorage::leave_identity_ids() {
@@ -156,6 +166,7 @@ bool VectorStorage::remove(std::int64_t id) {
 void VectorStorage::memory(std::vector<std::pair<std::string, std::size_t>>& out) const {
   out.emplace_back("vectors", vectors_.capacity() * sizeof(float));
   out.emplace_back("rank_factors", rank_factor_.capacity() * sizeof(float));
+  if (code_kind_ != codes::CodeKind::kNone) out.emplace_back("codes", codes_.capacity());
   out.emplace_back("ids", ids_.capacity() * sizeof(std::int64_t));
   out.emplace_back("flags", deleted_.capacity() + released_.capacity() * sizeof(std::uint32_t));
   // libstdc++: a bucket is a pointer; a node holds the next pointer and the pair, rounded up
@@ -166,11 +177,12 @@ void VectorStorage::memory(std::vector<std::pair<std::string, std::size_t>>& out
                                                        slot_of_id_.size() * 32);
 }
 
-VectorStorage VectorStorage::restore(std::size_t dim, double curvature, std::vector<float> vectors,
+VectorStorage VectorStorage::restore(std::size_t dim, double curvature,
+                                     codes::CodeKind code_kind, std::vector<float> vectors,
                                      std::vector<std::int64_t> ids,
                                      std::vector<std::uint8_t> deleted,
                                      std::int64_t id_high_water) {
-  VectorStorage s(dim, curvature);
+  VectorStorage s(dim, curvature, code_kind);
   const std::size_t n = ids.size();
   if (vectors.size() != n * dim || deleted.size() != n)
     throw FormatError("vector, id and deletion columns disagree in length");
@@ -178,22 +190,27 @@ VectorStorage VectorStorage::restore(std::size_t dim, double curvature, std::vec
   s.vectors_.assign(vectors.begin(), vectors.end());
   s.restore_columns(std::move(ids), std::move(deleted), id_high_water);
   s.rank_factor_.resize(n);
-  for (std::size_t i = 0; i < n; ++i) s.compute_rank_factor(i);
+  s.codes_.resize(n * s.code_bytes_);
+  for (std::size_t i = 0; i < n; ++i) s.compute_derived(i);
   return s;
 }
 
 VectorStorage VectorStorage::restore_mapped(std::size_t dim, double curvature,
+                                            codes::CodeKind code_kind,
                                             MappableArray<float> vectors,
                                             MappableArray<float> rank_factors,
+                                            MappableArray<std::uint8_t> code_rows,
                                             std::vector<std::int64_t> ids,
                                             std::vector<std::uint8_t> deleted,
                                             std::int64_t id_high_water) {
-  VectorStorage s(dim, curvature);
+  VectorStorage s(dim, curvature, code_kind);
   const std::size_t n = ids.size();
-  if (vectors.size() != n * dim || deleted.size() != n || rank_factors.size() != n)
-    throw FormatError("vector, factor, id and deletion columns disagree in length");
+  if (vectors.size() != n * dim || deleted.size() != n || rank_factors.size() != n ||
+      code_rows.size() != n * s.code_bytes_)
+    throw FormatError("vector, factor, code, id and deletion columns disagree in length");
   s.vectors_ = std::move(vectors);
   s.rank_factor_ = std::move(rank_factors);
+  s.codes_ = std::move(code_rows);
   s.restore_columns(std::move(ids), std::move(deleted), id_high_water);
   return s;
 }
@@ -209,6 +226,13 @@ void VectorStorage::verify_contents() const {
     if (rank_factor_[i] != static_cast<float>(factor(i)))
       throw FormatError("stored rank factor of slot " + std::to_string(i) +
                         " disagrees with its coordinates");
+  std::vector<std::uint8_t> expected(code_bytes_);
+  for (std::size_t i = 0; i < n && code_bytes_ > 0; ++i) {
+    codes::encode_row(code_kind_, vector(i), dim_, expected.data());
+    if (!std::equal(expected.begin(), expected.end(), code(i)))
+      throw FormatError("stored code of slot " + std::to_string(i) +
+                        " disagrees with its coordinates");
+  }
 }
 
 void VectorStorage::restore_columns(std::vector<std::int64_t> ids,

@@ -1,4 +1,5 @@
-// Vector storage: float32 coordinates, per-point cached factors, the id <-> slot map, deletions.
+// Vector storage: float32 coordinates, per-point cached factors, optional compressed codes of the
+// coordinates (codes.h), the id <-> slot map, deletions.
 #pragma once
 
 #include <cstddef>
@@ -8,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "codes.h"
 #include "mappable_array.h"
 #include "metric.h"
 
@@ -15,7 +17,9 @@ namespace poincare {
 
 class VectorStorage {
  public:
-  VectorStorage(std::size_t dim, double curvature);
+  // codes: the compressed copy graph walks rank by (kNone: they read the float32 coordinates).
+  VectorStorage(std::size_t dim, double curvature,
+                codes::CodeKind code_kind = codes::CodeKind::kNone);
 
   std::size_t dim() const { return dim_; }
   double curvature() const { return curvature_; }
@@ -50,8 +54,14 @@ class VectorStorage {
 
   const float* vector(std::size_t slot) const { return vectors_.data() + slot * dim_; }
   const float* vectors() const { return vectors_.data(); }
+  // The kind of the compressed copy, the bytes of one code row (0 without codes), the code row
+  // of a slot (see codes.h for its layout) and all rows.
+  codes::CodeKind code_kind() const { return code_kind_; }
+  std::size_t code_bytes() const { return code_bytes_; }
+  const std::uint8_t* code(std::size_t slot) const { return codes_.data() + slot * code_bytes_; }
+  const std::uint8_t* code_rows() const { return codes_.data(); }
   // Whether the coordinates are still a view of a mapped file (see MappableArray).
-  bool mapped() const { return vectors_.mapped() || rank_factor_.mapped(); }
+  bool mapped() const { return vectors_.mapped() || rank_factor_.mapped() || codes_.mapped(); }
   // a(x) = 1/(1 - c|x|^2) rounded to float32: the ranking factor.
   float rank_factor(std::size_t slot) const { return rank_factor_[slot]; }
   const float* rank_factors() const { return rank_factor_.data(); }
@@ -84,25 +94,28 @@ class VectorStorage {
   // Marks the point deleted; returns false if `id` was not live.
   bool remove(std::int64_t id);
 
-  // Rebuilds a storage from saved columns (ids, deletion flags, vectors); rank factors are
-  // recomputed from the float32 coordinates, so they are bit-identical to the ones before saving.
-  static VectorStorage restore(std::size_t dim, double curvature, std::vector<float> vectors,
-                               std::vector<std::int64_t> ids, std::vector<std::uint8_t> deleted,
-                               std::int64_t id_high_water);
-  // The same over coordinates and rank factors left in a mapped file (a fast open): ids and
-  // flags are checked, the mapped arrays are not read (verify_mapped() reads them).
+  // Rebuilds a storage from saved columns (ids, deletion flags, vectors); rank factors and codes
+  // are recomputed from the float32 coordinates, so they are bit-identical to the ones before
+  // saving.
+  static VectorStorage restore(std::size_t dim, double curvature, codes::CodeKind code_kind,
+                               std::vector<float> vectors, std::vector<std::int64_t> ids,
+                               std::vector<std::uint8_t> deleted, std::int64_t id_high_water);
+  // The same over coordinates, rank factors and codes left in a mapped file (a fast open): ids
+  // and flags are checked, the mapped arrays are not read (verify_contents() reads them).
   static VectorStorage restore_mapped(std::size_t dim, double curvature,
-                                      MappableArray<float> vectors,
+                                      codes::CodeKind code_kind, MappableArray<float> vectors,
                                       MappableArray<float> rank_factors,
+                                      MappableArray<std::uint8_t> code_rows,
                                       std::vector<std::int64_t> ids,
                                       std::vector<std::uint8_t> deleted,
                                       std::int64_t id_high_water);
-  // Throws FormatError unless every point lies inside the ball and every rank factor is the
-  // one its coordinates give (what restore() computes).
+  // Throws FormatError unless every point lies inside the ball and every rank factor and code
+  // row is the one its coordinates give (what restore() computes).
   void verify_contents() const;
 
  private:
-  void compute_rank_factor(std::size_t slot);
+  // a(x) and the code row of a slot, from its float32 coordinates.
+  void compute_derived(std::size_t slot);
   // Checks and adopts saved ids and deletion flags (n slots); part of both restores.
   void restore_columns(std::vector<std::int64_t> ids, std::vector<std::uint8_t> deleted,
                        std::int64_t id_high_water);
@@ -111,6 +124,9 @@ class VectorStorage {
   double curvature_;
   MappableArray<float> vectors_;
   MappableArray<float> rank_factor_;
+  codes::CodeKind code_kind_;
+  std::size_t code_bytes_;
+  MappableArray<std::uint8_t> codes_;  // slots() * code_bytes_ bytes
   std::vector<std::int64_t> ids_;  // empty while identity_ids_
   // Per slot: kDeleted, plus kReleased when released (reusable); one byte for both flags.
   static constexpr std::uint8_t kDeleted = 1, kReleased = 2;

@@ -468,7 +468,7 @@ class IndexBase(FaissSurface):
         """Save to a directory (created if needed), atomically: see :func:`write_index`."""
         write_index(self, path)
 
-    def _saved_params(self) -> dict[str, int] | None:
+    def _saved_params(self) -> dict[str, int | str] | None:
         """The construction parameters a saved index's manifest records (None: none)."""
         return None
 

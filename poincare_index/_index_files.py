@@ -252,6 +252,16 @@ def _read_parts(
         bar.update(Path(vectors).stat().st_size + Path(graph).stat().st_size)
         if (core.M, core.ef_construction, core.seed) != graph_params:
             raise IndexFormatError(f"{root}: graph parameters disagree with the manifest")
+        # Manifests before compressed storage name no storage: their vectors files hold no codes.
+        storage = (
+            checked_str(params, "storage", f"{where} params", ("f32", "f16", "sq8"))
+            if "storage" in params
+            else "f32"
+        )
+        if core.storage != storage:
+            raise IndexFormatError(
+                f"{root}: the manifest says storage {storage!r}, the vectors file holds {core.storage!r}"
+            )
         index = _KINDS["hnsw"]._from_core(core, _ef_search=ef_search)
     if (core.dim, core.curvature, core.ntotal, core.slots) != expected:
         raise IndexFormatError(f"{root}: data files disagree with the manifest (dim, curvature or size)")

@@ -14,7 +14,19 @@ from ._validation import as_int_in, as_num_threads, as_positive_int
 from .faiss_surface import SearchParameters, resolve_params
 from .geometry import _curvature
 
-__all__ = ["PoincareIndex", "PoincareFlatIndex"]
+__all__ = ["PoincareIndex", "PoincareFlatIndex", "STORAGE_KINDS"]
+
+# What PoincareIndex(storage=...) accepts: what its graph walk reads.
+STORAGE_KINDS = ("f32", "f16", "sq8")
+
+
+def as_storage(value: Any) -> str:
+    """A checked ``storage=`` name: TypeError unless a str, ValueError unless a known kind."""
+    if not isinstance(value, str):
+        raise TypeError(f"storage must be a str, one of {STORAGE_KINDS}, got {type(value).__name__}")
+    if value not in STORAGE_KINDS:
+        raise ValueError(f"storage must be one of {STORAGE_KINDS}, got {value!r}")
+    return value
 
 
 class PoincareFlatIndex(IndexBase):
@@ -68,6 +80,14 @@ class PoincareIndex(IndexBase):
     Parameters follow the HNSW paper and FAISS: ``M`` links per node (2M on level 0),
     ``ef_construction`` beam width while building, ``ef_search`` at query time (raise it for
     recall). ``seed`` fixes the level draws; with ``num_threads=1`` builds are reproducible.
+
+    ``storage`` is what the graph walk reads: ``"f32"`` (the float32 coordinates), ``"f16"``
+    (half-precision coordinates) or ``"sq8"`` (8-bit coordinates on each point's own scale).
+    With codes, the walk ranks by ``|q - code(x)|^2`` less the code's own squared error, times
+    ``a(x)`` kept in float32 from the coordinates (never from the codes); the ``ef`` candidates
+    are re-ranked exactly from the float32 coordinates, which after ``save`` and
+    ``load(mmap=True)`` stay in the mapped file: RAM holds the graph, the codes and the
+    factors (docs/compressed_storage.md).
     """
 
     kind: ClassVar[str] = "hnsw"
@@ -85,6 +105,7 @@ class PoincareIndex(IndexBase):
         *,
         ef_search: int = 64,
         num_threads: int | None = None,
+        storage: str = "f32",
     ):
         super().__init__()
         M = as_int_in(M, "M", 2, 256)  # one range, one message, for 0, 1 and 300 alike
@@ -95,7 +116,13 @@ class PoincareIndex(IndexBase):
             raise ValueError(f"seed must be in [0, 2**64), got {seed}")
         self._ef_search = as_positive_int(ef_search, "ef_search")
         self._core = _core.HnswIndexCore(
-            as_dim(dim), _curvature(curvature), M, ef_construction, int(seed), as_num_threads(num_threads)
+            as_dim(dim),
+            _curvature(curvature),
+            M,
+            ef_construction,
+            int(seed),
+            as_num_threads(num_threads),
+            as_storage(storage),
         )
 
     @property
@@ -109,6 +136,11 @@ class PoincareIndex(IndexBase):
     @property
     def seed(self) -> int:
         return int(self._core.seed)
+
+    @property
+    def storage(self) -> str:
+        """What the graph walk reads: ``"f32"``, ``"f16"`` or ``"sq8"`` (see the class)."""
+        return str(self._core.storage)
 
     @property
     def ef_search(self) -> int:
@@ -137,7 +169,7 @@ class PoincareIndex(IndexBase):
 
     def _new_core(self) -> Any:
         return _core.HnswIndexCore(
-            self.dim, self.curvature, self.M, self.ef_construction, self.seed, self.num_threads
+            self.dim, self.curvature, self.M, self.ef_construction, self.seed, self.num_threads, self.storage
         )
 
     def _ef_for(self, ef: int | None) -> int:
@@ -174,18 +206,20 @@ class PoincareIndex(IndexBase):
             current[name] = value
         self._core.set_graph_switches(**current)
 
-    def _saved_params(self) -> dict[str, int] | None:
+    def _saved_params(self) -> dict[str, int | str] | None:
         return {
             "M": self.M,
             "ef_construction": self.ef_construction,
             "seed": self.seed,
             "ef_search": self.ef_search,
+            "storage": self.storage,
         }
 
     def __repr__(self) -> str:
         return (
             f"PoincareIndex(dim={self.dim}, M={self.M}, ef_construction={self.ef_construction}, "
-            f"curvature={self.curvature}, ntotal={self.ntotal}, ef_search={self.ef_search})"
+            f"curvature={self.curvature}, ntotal={self.ntotal}, ef_search={self.ef_search}, "
+            f"storage={self.storage!r})"
         )
 
 

@@ -189,7 +189,7 @@ TEST_CASE("beam_walk with a narrow beam reaches the nearest node, and greedy_des
     const float start_key = key;
     const std::uint32_t got = greedy_descent(
         [&](int level) { return CountingReader(level == 2 ? complete : grid, up_reads); },
-        storage, rank, start, 2, 0, scratch, &key);
+        rank, start, 2, 0, scratch, &key);
     CHECK(got == want);
     CHECK(key == rank.score_one(got)[0]);
     CHECK(key <= start_key);
