@@ -270,6 +270,8 @@ void IndexCore::verify_locked() {
   } catch (const FormatError& e) {
     throw in_file(true, e);
   }
+  // The checks read every coordinate; with codes, searches need only their finalists' rows.
+  storage_.release_mapped_coordinates();
   verified_ = true;
 }
 
@@ -423,8 +425,12 @@ void HnswIndexCore::search_validated(const float* queries, std::size_t nq, std::
   const std::size_t dim = storage_.dim();
   const double c = storage_.curvature();
   // Finalists: the k best by the float32 rank plus any within its rounding of the k-th, so
-  // the exact float64 pass decides near-ties.
-  const double tol = 2.0 * ((static_cast<double>(dim) + 8.0) * 0x1.0p-24 + 0x1.0p-21);
+  // the exact float64 pass decides near-ties. Keys from codes err by far more than rounding
+  // (and by no bound known per pair): then every candidate the walk kept is a finalist, ef
+  // exact distances from the float32 rows.
+  const double tol = storage_.code_kind() != codes::CodeKind::kNone
+                         ? std::numeric_limits<double>::infinity()
+                         : 2.0 * ((static_cast<double>(dim) + 8.0) * 0x1.0p-24 + 0x1.0p-21);
   auto one = [&](std::size_t qi) {
     ScratchGuard scratch(scratch_);
     thread_local std::vector<Candidate> found;
@@ -433,8 +439,9 @@ void HnswIndexCore::search_validated(const float* queries, std::size_t nq, std::
     graph_->search(storage_, q, std::max(ef, k), *scratch, found);
     finalists.clear();
     const double limit = found.size() > k ? found[k - 1].first * (1.0 + tol) : 0.0;
+    // (A negative k-th key, possible with codes, times infinity is -inf: hence the check.)
     for (std::size_t i = 0; i < found.size(); ++i) {
-      if (i >= k && found[i].first > limit) break;
+      if (i >= k && !std::isinf(tol) && found[i].first > limit) break;
       finalists.push_back(found[i].second);
     }
     const double a_q = metric::conformal_factor(metric::sq_norm_exact(q, dim), c);

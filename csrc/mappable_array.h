@@ -68,6 +68,11 @@ class MappableArray {
     mapped_size_ = n;
     base_ = const_cast<T*>(p);
   }
+  // Lets the kernel drop the resident pages of a mapped array that was never written (see
+  // MappedFile::release); a no-op for an owned one.
+  void release_pages() const {
+    if (mapped_) mapped_->release(base_, mapped_size_ * sizeof(T));
+  }
   // Copies a mapped array into owned memory (one pass over it) and lets the mapping go.
   void own() {
     if (!mapped_) return;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "errors.h"
@@ -44,6 +45,14 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
 
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(data_, size_);
+}
+
+void MappedFile::release(const void* p, std::size_t bytes) const {
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto from = (reinterpret_cast<std::uintptr_t>(p) + page - 1) / page * page;
+  const auto to = (reinterpret_cast<std::uintptr_t>(p) + bytes) / page * page;
+  // Advice only: a failure leaves the pages resident, nothing else.
+  if (to > from) (void)::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
 }
 
 }  // namespace poincare

@@ -24,6 +24,10 @@ class MappedFile {
   const unsigned char* data() const { return data_; }
   std::size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Lets the kernel drop this process's pages of [p, p + bytes) (whole pages inside it); they
+  // are read from the file again when next touched. Only for bytes this process never wrote:
+  // a written page of a private mapping would lose the write.
+  void release(const void* p, std::size_t bytes) const;
 
  private:
   std::string path_;

@@ -235,6 +235,10 @@ void VectorStorage::verify_contents() const {
   }
 }
 
+void VectorStorage::release_mapped_coordinates() const {
+  if (code_kind_ != codes::CodeKind::kNone) vectors_.release_pages();
+}
+
 void VectorStorage::restore_columns(std::vector<std::int64_t> ids,
                                     std::vector<std::uint8_t> deleted, std::int64_t id_high_water) {
   const std::size_t n = ids.size();

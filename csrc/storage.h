@@ -112,6 +112,10 @@ class VectorStorage {
   // Throws FormatError unless every point lies inside the ball and every rank factor and code
   // row is the one its coordinates give (what restore() computes).
   void verify_contents() const;
+  // With codes, lets the pages of coordinates still mapped from a file go (a verify read them
+  // all; searches read only their finalists' rows again). Mapped coordinates are never written
+  // in place (a write owns the array first), so nothing is lost.
+  void release_mapped_coordinates() const;
 
  private:
   // a(x) and the code row of a slot, from its float32 coordinates.

@@ -18,13 +18,17 @@ _OPTIONS: dict[str, tuple[str, type]] = {
     "efSearch": ("ef_search", int),
     "seed": ("seed", int),
 }
+# FAISS's names for the coded storage of an HNSW index: what the graph walk reads.
+_STORAGE = {"SQ8": "sq8", "SQfp16": "f16"}
 
 
 def index_factory(d: int, description: str, **kwargs: Any) -> PoincareIndex | PoincareFlatIndex:
     """An index of dimension ``d`` from a description: ``"Flat"`` (exact) or ``"HNSW<M>"``
-    (graph, M links per node, default 32 as FAISS's), then comma-separated options
-    ``Curvature=<c>``, ``efConstruction=<n>``, ``efSearch=<n>``, ``seed=<n>`` (the last two,
-    and efConstruction, HNSW only). E.g. ``index_factory(64, "HNSW32,Curvature=0.5")``.
+    (graph, M links per node, default 32 as FAISS's), then comma-separated options: FAISS's
+    ``SQ8`` or ``SQfp16`` (HNSW only: ``storage="sq8"`` / ``"f16"``, the walk reads codes and
+    re-ranks from float32), ``Curvature=<c>``, ``efConstruction=<n>``, ``efSearch=<n>``,
+    ``seed=<n>`` (the last two, and efConstruction, HNSW only). E.g.
+    ``index_factory(64, "HNSW32,SQ8,Curvature=0.5")``.
     ``kwargs`` go to the constructor (``num_threads=``). ValueError for anything else: the
     string names the part it could not read."""
     dim = as_positive_int(d, "d")
@@ -39,9 +43,16 @@ def index_factory(d: int, description: str, **kwargs: Any) -> PoincareIndex | Po
         )
     args: dict[str, Any] = {}
     for option in options:
+        if option in _STORAGE:
+            if kind == "Flat":
+                raise ValueError(
+                    f"index_factory: {option} applies to HNSW, not Flat (the flat scan is exact)"
+                )
+            args["storage"] = _STORAGE[option]
+            continue
         name, sep, value = option.partition("=")
         if not sep or name not in _OPTIONS:
-            known = ", ".join(_OPTIONS)
+            known = ", ".join([*_STORAGE, *_OPTIONS])
             raise ValueError(f"index_factory: unknown option {option!r} in {description!r} (known: {known})")
         if kind == "Flat" and name != "Curvature":
             raise ValueError(f"index_factory: {name} applies to HNSW, not Flat")

@@ -26,7 +26,7 @@ from ..decay import DecayPolicy
 from ..embed import embed_checked
 from ..index import PoincareIndex
 from .journal import Journal, batch_json
-from .opening import open_config
+from .opening import check_arguments, open_config
 from .result import MemoryStats, Result
 from .retention import Retention, RetentionRun, run_retention, write_parquet_durably
 from .rows import make_batch, merged_metadata
@@ -49,7 +49,9 @@ class Memory:
     ``Memory(path=dir)`` persists to ``dir/<namespace>`` (default namespace "default") and reopens
     as it was: configuration from the store's config.json, memories from its snapshot and log.
     Arguments given when reopening replace the saved query settings (decay, depth_bias,
-    time_coef, future_weight); the embedder must be the one the store was built with.
+    time_coef, future_weight); the embedder and ``storage`` must be the ones it was built with.
+    ``storage`` ("f32", "f16" or "sq8"; default "f32") is what the graph walk reads; results are
+    re-ranked exactly from float32 (docs/compressed_storage.md).
 
     Thread-safe: searches run concurrently, writes are serialised. One process at a time may
     open a namespace for writing (:class:`StoreLockedError` otherwise); ``read_only=True`` opens
@@ -78,6 +80,7 @@ class Memory:
         fsync: bool = False,
         M: int = 16,
         ef_construction: int = 100,
+        storage: str = _UNSET,
         ef_search: int = 128,
         num_threads: int | None = None,
         checkpoint_every: int = 20_000,
@@ -86,14 +89,7 @@ class Memory:
         progress: bool = False,
     ) -> None:
         self._closed = True  # until the store is open (close() and __del__ then do nothing)
-        if not isinstance(progress, bool):
-            raise TypeError(f"progress must be True or False, got {type(progress).__name__}")
-        if token_counter is not None and not callable(token_counter):
-            raise TypeError("token_counter must be a callable str -> int")
-        if path is None and read_only:
-            raise ValueError("read_only=True needs a path")
-        if retention is not None and not isinstance(retention, Retention):
-            raise TypeError(f"retention must be a Retention(...) or None, got {type(retention).__name__}")
+        check_arguments(progress, token_counter, path, read_only, retention)
         self._retention = None if retention is None else RetentionRun(retention)
         self._ns = NamespaceDir(Path(path), namespace) if path is not None else None
         self._read_only = bool(read_only)
@@ -102,7 +98,7 @@ class Memory:
         try:
             given = {
                 "decay": decay, "depth_bias": depth_bias, "time_coef": time_coef,
-                "future_weight": future_weight, "future_tolerance": future_tolerance,
+                "future_weight": future_weight, "future_tolerance": future_tolerance, "storage": storage,
             }  # fmt: skip
             config = open_config(
                 self._ns, {k: v for k, v in given.items() if v is not _UNSET}, embedder, M, ef_construction,

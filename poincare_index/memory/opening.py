@@ -17,11 +17,25 @@ from ..decay import (
     check_future_weight,
 )
 from ..embed import CallableEmbedder, Embedder, HashingEmbedder, MiniLMEmbedder
+from ..index import as_storage
 from ..scoring import ScoringSpec
 from .codec import policy_from_json, policy_to_json
+from .retention import Retention
 from .store import NamespaceDir
 
-__all__ = ["Config", "open_config", "embedder_spec"]
+__all__ = ["Config", "open_config", "embedder_spec", "check_arguments"]
+
+
+def check_arguments(progress: Any, token_counter: Any, path: Any, read_only: Any, retention: Any) -> None:
+    """Memory's own arguments that no part it hands them to checks (TypeError / ValueError)."""
+    if not isinstance(progress, bool):
+        raise TypeError(f"progress must be True or False, got {type(progress).__name__}")
+    if token_counter is not None and not callable(token_counter):
+        raise TypeError("token_counter must be a callable str -> int")
+    if path is None and read_only:
+        raise ValueError("read_only=True needs a path")
+    if retention is not None and not isinstance(retention, Retention):
+        raise TypeError(f"retention must be a Retention(...) or None, got {type(retention).__name__}")
 
 
 @dataclass(frozen=True)
@@ -34,6 +48,7 @@ class Config:
     M: int
     ef_construction: int
     future_tolerance: timedelta = DEFAULT_FUTURE_TOLERANCE
+    storage: str = "f32"  # what the index's graph walk reads (PoincareIndex(storage=...))
 
     def to_json(self) -> dict[str, Any]:
         """The fields config.json holds (see store.NamespaceDir.read_config)."""
@@ -46,6 +61,7 @@ class Config:
             "future_tolerance_s": self.future_tolerance.total_seconds(),
             "M": self.M,
             "ef_construction": self.ef_construction,
+            "storage": self.storage,
         }
 
     def scoring(self, at_us: int, overrides: dict[str, Any]) -> ScoringSpec:
@@ -120,7 +136,10 @@ def open_config(
     read_only: bool,
 ) -> Config:
     """The configuration of a new store (from ``given`` and defaults, saved when there is a
-    path) or of an existing one (saved values, overridden by ``given``; embedder checked)."""
+    path) or of an existing one (saved values, overridden by ``given``; embedder checked).
+    ``given["storage"]``, like M, is the store's own: a reopened store keeps its saved one, and a
+    different one given is a ValueError (as another embedder is)."""
+    storage = as_storage(given["storage"]) if "storage" in given else None
     if "decay" in given and given["decay"] is not None and not isinstance(given["decay"], DecayPolicy):
         raise TypeError(
             f"decay must be a decay policy (e.g. HalfLife(hours=...)) or None, "
@@ -150,6 +169,13 @@ def open_config(
         )
         future_tolerance = given.get("future_tolerance", saved_tolerance)
         M, ef_construction = int(saved["M"]), int(saved["ef_construction"])
+        saved_storage = saved.get("storage", "f32")  # stores written before storage=: float32
+        if storage is not None and storage != saved_storage:
+            raise ValueError(
+                f"storage mismatch: the store at {ns.dir if ns else ''} was built with storage "
+                f"{saved_storage!r}, not {storage!r} (omit storage= to reopen it as it is)"
+            )
+        storage = saved_storage
     else:
         embedder = _check_embedder(embedder)
         decay = given.get("decay")
@@ -167,6 +193,7 @@ def open_config(
         M=M,
         ef_construction=ef_construction,
         future_tolerance=future_tolerance,
+        storage="f32" if storage is None else storage,
     )
     body = cfg.to_json()
     if ns is not None and not read_only and (not saved or any(saved.get(k) != v for k, v in body.items())):

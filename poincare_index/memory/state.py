@@ -15,6 +15,7 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from .. import _core, _time
+from .._core import IndexFormatError
 from .._interrupts import deferred_interrupts
 from ..filters import compile_filter
 from ..geometry import depth as _depth
@@ -39,7 +40,7 @@ class MemoryRows:
         self.progress = progress  # a bar (tqdm) for compactions
         self.index = PoincareIndex(
             config.embedder.dim, M=config.M, ef_construction=config.ef_construction, seed=0,
-            num_threads=num_threads,
+            num_threads=num_threads, storage=config.storage,
         )  # fmt: skip
         self.tune_index(ef_search)
         self.mids: list[str | None] = []
@@ -79,7 +80,12 @@ class MemoryRows:
     def loaded(
         self, index: PoincareIndex, mids: list[str | None], texts: list[str | None], ef_search: int
     ) -> None:
-        """The rows of a snapshot just read."""
+        """The rows of a snapshot just read (its index stores the points as the config says)."""
+        if index.storage != self.config.storage:
+            raise IndexFormatError(
+                f"a snapshot's index has storage {index.storage!r}, but the store's config.json "
+                f"says {self.config.storage!r}"
+            )
         self.index, self.mids, self.texts = index, mids, texts
         self.tune_index(ef_search)
         self.row_of = {m: r for r, m in enumerate(mids) if m is not None}
@@ -198,7 +204,7 @@ class MemoryRows:
         idx = np.asarray(live, dtype=np.int64)
         fresh = PoincareIndex(
             self.config.embedder.dim, M=self.config.M, ef_construction=self.config.ef_construction,
-            seed=0, num_threads=self.index.num_threads,
+            seed=0, num_threads=self.index.num_threads, storage=self.config.storage,
         )  # fmt: skip
         fresh.ef_search = self.index.ef_search
         fresh.filter_scan_fraction = self.index.filter_scan_fraction

@@ -1,7 +1,8 @@
 """On-disk layout of a Memory store: one directory per namespace under the store's path.
 
     <path>/<namespace>/config.json        format, version, embedder (name, dim, how to rebuild it),
-                                          decay policy, depth_bias, time_coef, ...; CRC-32 inside
+                                          decay policy, depth_bias, time_coef, M, storage, ...;
+                                          CRC-32 inside
     <path>/<namespace>/LOCK               flock'ed by the one process that opened it for writing
     <path>/<namespace>/CURRENT            names the live snapshot and the last sequence number in it
     <path>/<namespace>/snap-<seq>-<nonce>/ index/ (a saved PoincareIndex with its Arrow columns),
@@ -38,7 +39,7 @@ from .._core import IndexFormatError
 from .._durable import file_crc32, fsync_dir, read_json_checked, write_json_atomic
 from ..decay import check_future_weight
 from ..embed import HashingEmbedder, MiniLMEmbedder
-from ..index import PoincareIndex
+from ..index import STORAGE_KINDS, PoincareIndex
 from ..io import read_index, write_index
 from .codec import CustomDecayNeeded, policy_from_json
 
@@ -160,6 +161,8 @@ class NamespaceDir:
                 raise IndexFormatError(f"{where}: field 'future_tolerance_s' is outside [0, 86400]")
         checked_int(doc, "M", where, 2, 256)
         checked_int(doc, "ef_construction", where, 1, 2**31 - 1)
+        if "storage" in doc:  # absent in stores written before storage=: "f32"
+            checked_str(doc, "storage", where, STORAGE_KINDS)
         if "decay" not in doc:
             raise IndexFormatError(f"{where}: field 'decay' is missing")
         try:

@@ -48,9 +48,18 @@ def _index_seed(index: pi.PoincareFlatIndex | pi.PoincareIndex, path: Path, seed
 def build(root: Path) -> dict[str, Path]:
     """Writes the seeds under ``root``; returns {name: directory}. Deterministic."""
     root.mkdir(parents=True, exist_ok=True)
-    seeds = {"flat": root / "flat", "hnsw": root / "hnsw", "store": root / "store"}
+    seeds = {
+        "flat": root / "flat",
+        "hnsw": root / "hnsw",
+        "store": root / "store",
+        "hnsw_sq8": root / "hnsw_sq8",
+    }
     _index_seed(pi.PoincareFlatIndex(6, num_threads=1), seeds["flat"], 1)
     _index_seed(pi.PoincareIndex(6, M=4, ef_construction=16, num_threads=1), seeds["hnsw"], 2)
+    # Code rows (version 3 of the vectors file) in reach of the mutators.
+    _index_seed(
+        pi.PoincareIndex(6, M=4, ef_construction=16, num_threads=1, storage="sq8"), seeds["hnsw_sq8"], 3
+    )
     embedder = HashingEmbedder(dim=16)
     decay = pi.Product(pi.HalfLife(hours=24 * 7), pi.ValidityWindow(outside_weight=0.1))
     mem = Memory(decay=decay, embedder=embedder, path=seeds["store"], num_threads=1, M=4, ef_construction=16)

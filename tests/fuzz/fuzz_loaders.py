@@ -36,7 +36,7 @@ sys.path.insert(0, str(HERE.parent))  # "fuzz.corpus" and "fuzz.mutators" as a p
 
 from fuzz.mutators import Case, mutate  # noqa: E402
 
-TARGETS = ("flat", "hnsw", "store")
+TARGETS = ("flat", "hnsw", "store", "hnsw_sq8")
 # Child exit codes (signals and timeouts are told apart by the parent).
 ACCEPTED, REFUSED, NEEDS_EMBEDDER, OTHER_ERROR, OUT_OF_MEMORY, HARNESS_ERROR = 0, 3, 4, 5, 6, 7
 _OUTCOME = {
