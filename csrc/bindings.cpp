@@ -348,6 +348,12 @@ PYBIND11_MODULE(_core, m) {
                              [](const HnswIndexCore& s) { return s.params().ef_construction; })
       .def_property_readonly("seed", [](const HnswIndexCore& s) { return s.params().seed; })
       .def("neighbors", &HnswIndexCore::neighbors, py::arg("id"), py::arg("level"))
+      .def(
+          "set_storage",
+          [](HnswIndexCore& s, const std::string& kind) {
+            s.set_code_kind(codes::kind_from_name(kind));
+          },
+          py::arg("storage"), py::call_guard<py::gil_scoped_release>())
       .def("graph_switches",
            [](const HnswIndexCore& s) {
              const GraphSwitches w = s.graph_switches();

@@ -249,6 +249,11 @@ void IndexCore::verify() {
   verify_locked();
 }
 
+void IndexCore::set_code_kind(codes::CodeKind kind) {
+  auto g = write_lock();
+  storage_.recode(kind);
+}
+
 void IndexCore::verify_locked() {
   if (verified_) return;
   // Concurrent verify() calls may both check: harmless, and both see the same bytes.

@@ -34,6 +34,9 @@ class IndexCore {
   double curvature() const { return storage_.curvature(); }
   // What the graph walks rank by: kNone (the float32 coordinates) or a compressed copy.
   codes::CodeKind code_kind() const { return storage_.code_kind(); }
+  // Codes every stored point as `kind` (see VectorStorage::recode); the search structure is
+  // unchanged (it is built from the float32 coordinates whatever the kind). Exclusive.
+  void set_code_kind(codes::CodeKind kind);
   std::size_t ntotal() const;
   std::size_t slots() const;
   // The id stored in each slot (removed points' slots included), in slot order.

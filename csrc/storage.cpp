@@ -235,6 +235,18 @@ void VectorStorage::verify_contents() const {
   }
 }
 
+void VectorStorage::recode(codes::CodeKind kind) {
+  VectorStorage check(dim_, curvature_, kind);  // the kind's own limits (sq8's dimensions)
+  code_kind_ = kind;
+  code_bytes_ = check.code_bytes_;
+  MappableArray<std::uint8_t> rows;
+  rows.resize(slots() * code_bytes_);
+  for (std::size_t s = 0; s < slots(); ++s)
+    codes::encode_row(kind, vector(s), dim_, rows.data() + s * code_bytes_);
+  codes_ = std::move(rows);
+  release_mapped_coordinates();
+}
+
 void VectorStorage::release_mapped_coordinates() const {
   if (code_kind_ != codes::CodeKind::kNone) vectors_.release_pages();
 }

@@ -109,6 +109,8 @@ class VectorStorage {
                                       std::vector<std::int64_t> ids,
                                       std::vector<std::uint8_t> deleted,
                                       std::int64_t id_high_water);
+  // Codes every slot again as `kind` (kNone: drops the codes); one pass over the coordinates.
+  void recode(codes::CodeKind kind);
   // Throws FormatError unless every point lies inside the ball and every rank factor and code
   // row is the one its coordinates give (what restore() computes).
   void verify_contents() const;

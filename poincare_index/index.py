@@ -142,6 +142,15 @@ class PoincareIndex(IndexBase):
         """What the graph walk reads: ``"f32"``, ``"f16"`` or ``"sq8"`` (see the class)."""
         return str(self._core.storage)
 
+    def set_storage(self, storage: str) -> None:
+        """Codes every stored point as ``storage`` (``"f32"`` drops the codes): one pass over
+        the coordinates, the graph unchanged (it is built from float32 whatever the kind), so
+        an index built or saved as f32 becomes an f16 / sq8 one without a rebuild. Saved by
+        the next :meth:`save`."""
+        kind = as_storage(storage)
+        with self._write_lock:
+            self._core.set_storage(kind)
+
     @property
     def ef_search(self) -> int:
         """Default beam width of :meth:`search` (at least k is used)."""

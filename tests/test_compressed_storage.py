@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import struct
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
 import family
@@ -199,7 +199,8 @@ def test_removals_and_slot_reuse_on_codes(storage: str) -> None:
 @pytest.mark.parametrize("storage", KINDS)
 def test_filters_and_the_fused_search_on_codes(storage: str) -> None:
     x = family.member("hierarchy", 2000, 16)
-    t = np.array([NOW - timedelta(hours=int(h)) for h in np.arange(2000) * 3], dtype="datetime64[us]")
+    now = np.datetime64(NOW.replace(tzinfo=None), "us")  # naive times are UTC
+    t = now - (np.arange(2000) * 3).astype("timedelta64[h]")
     index = pi.PoincareIndex(16, seed=0, num_threads=1, storage=storage)
     index.add(x, t=t, metadata={"even": [i % 2 == 0 for i in range(2000)]})
     q = family.near(x, np.arange(0, 2000, 40))
@@ -208,9 +209,7 @@ def test_filters_and_the_fused_search_on_codes(storage: str) -> None:
     D, I = index.search(q, 10, filters={"even": True})
     assert recall(I, np.flatnonzero(allowed)[truth]) >= 0.95
     decay = pi.HalfLife(hours=24 * 30)
-    ages_h = (np.datetime64(NOW.replace(tzinfo=None), "us") - t).astype("timedelta64[us]").astype(
-        np.float64
-    ) / 3.6e9
+    ages_h = (now - t).astype("timedelta64[us]").astype(np.float64) / 3.6e9
     log_w = -np.log(2.0) * ages_h / (24 * 30)
     ref_s, ref_i = fused_brute_force(x, q, 10, log_w)
     got = index.search_scored(q, 10, decay=decay, at_time=NOW, ef=128)
@@ -239,3 +238,24 @@ def test_the_factory_builds_compressed_indexes() -> None:
     assert pi.index_factory(32, "HNSW16").storage == "f32"
     with pytest.raises(ValueError, match="Flat"):
         pi.index_factory(32, "Flat,SQ8")
+
+
+@pytest.mark.parametrize("storage", KINDS)
+def test_set_storage_codes_a_built_index_as_a_build_of_that_kind(tmp_path, storage: str) -> None:
+    x = family.member("gauss-s0.3", 2000, 32)
+    q = family.near(x, np.arange(0, 2000, 20))
+    built = _build(x, storage)
+    converted = _build(x, "f32")
+    converted.save(tmp_path / "f32")
+    reopened = pi.read_index(tmp_path / "f32", mmap=True)
+    for index in (converted, reopened):
+        index.set_storage(storage)
+        assert index.storage == storage
+        for a, b in zip(index.search(q, 10), built.search(q, 10)):
+            np.testing.assert_array_equal(a, b)
+    reopened.save(tmp_path / "coded")
+    assert pi.read_index(tmp_path / "coded").storage == storage
+    reopened.set_storage("f32")
+    assert "codes" not in reopened.memory_usage()
+    with pytest.raises(ValueError, match="storage must be one of"):
+        reopened.set_storage("q4")
