@@ -313,6 +313,7 @@ class FusedHandler {
   }
   // The time stamps of unvisited nodes are read when they are scored: fetch them with the row.
   void also_prefetch(std::uint32_t slot) const {
+    if (rescore_) exact_.prefetch(slot);
     if (time_ == nullptr || slot >= rows_) return;
     prefetch(time_ + slot);
     if (from_ != nullptr) prefetch(from_ + slot);

@@ -189,12 +189,15 @@ std::uint32_t HnswGraph::connect(const VectorStorage& storage, std::uint32_t slo
 }
 
 std::uint32_t HnswGraph::descend(const VectorStorage& storage, const float* q,
-                                 SearchScratch& scratch, float* rank_out) const {
-  return with_search_rank<1>(storage, q, [&](const auto& rank) {
-    *rank_out = rank.score_one(entry_)[0];
-    return greedy_descent([&](int level) { return UpperReader(*this, level); }, rank, entry_,
-                          max_level_, 0, scratch, rank_out);
-  });
+                                 SearchScratch& scratch, float* rank_out, bool coordinates) const {
+  return with_search_rank<1>(
+      storage, q,
+      [&](const auto& rank) {
+        *rank_out = rank.score_one(entry_)[0];
+        return greedy_descent([&](int level) { return UpperReader(*this, level); }, rank, entry_,
+                              max_level_, 0, scratch, rank_out);
+      },
+      coordinates);
 }
 
 void HnswGraph::insert(const VectorStorage& storage, std::uint32_t slot, SearchScratch& scratch) {
@@ -244,22 +247,27 @@ void HnswGraph::insert(const VectorStorage& storage, std::uint32_t slot, SearchS
 }
 
 void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t ef,
-                       SearchScratch& scratch, std::vector<Candidate>& out) const {
+                       SearchScratch& scratch, std::vector<Candidate>& out,
+                       bool coordinates) const {
   out.clear();
   if (entry_ == kNone) return;
   // The query's own factor a(q) is common to every candidate, so ranking uses |q - x|^2 a(x).
   float rank;
-  const std::uint32_t start = descend(storage, q, scratch, &rank);
+  const std::uint32_t start = descend(storage, q, scratch, &rank, coordinates);
   const Level0Reader reader(*this);
   KeepLive live{storage.deleted_flags()};
   if (switches_.second_order)
-    with_search_rank<2>(storage, q, [&](const auto& rank) {
-      beam_walk(reader, storage, rank, start, {ef, second_beam(ef)}, scratch, live);
-    });
+    with_search_rank<2>(
+        storage, q,
+        [&](const auto& rank) {
+          beam_walk(reader, storage, rank, start, {ef, second_beam(ef)}, scratch, live);
+        },
+        coordinates);
   else
-    with_search_rank<1>(storage, q, [&](const auto& rank) {
-      beam_walk(reader, storage, rank, start, {ef}, scratch, live);
-    });
+    with_search_rank<1>(
+        storage, q,
+        [&](const auto& rank) { beam_walk(reader, storage, rank, start, {ef}, scratch, live); },
+        coordinates);
   // The first beam holds the ef best by rank of every live node either order scored.
   for (const BeamEntry& e : scratch.beams[0]) out.push_back({e.key, e.slot});
   // A NaN rank (only from an unverified mapped file's coordinates) sorts last, not at random:

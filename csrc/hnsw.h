@@ -88,14 +88,16 @@ class HnswGraph {
   void insert(const VectorStorage& storage, std::uint32_t slot, SearchScratch& scratch);
 
   // The (up to) ef best non-deleted slots for query q by rank quantity |q - x|^2 a(x), ascending,
-  // written to `out`. ef >= 1.
+  // written to `out`. ef >= 1. The keys come from the storage's codes when it keeps them
+  // (rank.h: CodeRank), unless `coordinates` (the repair's probes: the graph is built from the
+  // float32 coordinates whatever the storage, so every kind gets the same graph).
   void search(const VectorStorage& storage, const float* q, std::size_t ef, SearchScratch& scratch,
-              std::vector<Candidate>& out) const;
+              std::vector<Candidate>& out, bool coordinates = false) const;
 
-  // Greedy descent of the upper levels towards q (by |q - x|^2 a(x)); returns the level-0 entry
-  // node and its rank. The graph must not be empty.
+  // Greedy descent of the upper levels towards q (by |q - x|^2 a(x), keys as search()'s);
+  // returns the level-0 entry node and its rank. The graph must not be empty.
   std::uint32_t descend(const VectorStorage& storage, const float* q, SearchScratch& scratch,
-                        float* rank_out) const;
+                        float* rank_out, bool coordinates = false) const;
 
   // The width of a level-0 walk's second beam (GraphSwitches::second_order) beside a first of
   // ef: the second order looks for the few points at the query's depth around it, not for ef

@@ -132,7 +132,7 @@ std::size_t HnswGraph::link_unfound(const VectorStorage& storage,
   std::vector<std::vector<Candidate>> found(static_cast<std::size_t>(pool.size()) + 1);
   auto probe = [&](std::uint32_t u, std::vector<Candidate>& out) {
     ScratchGuard sg(scratch_pool);
-    search(storage, storage.vector(u), kProbeEf, *sg, out);
+    search(storage, storage.vector(u), kProbeEf, *sg, out, /*coordinates=*/true);
     return std::any_of(out.begin(), out.end(), [u](const Candidate& c) { return c.second == u; });
   };
   std::vector<std::uint8_t> lost(slots.size(), 0);
@@ -283,7 +283,7 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
             if (reached[v]) return;
             ScratchGuard sg(scratch_pool);
             search(storage, storage.vector(v), static_cast<std::size_t>(params_.ef_construction),
-                   *sg, batch[j]);
+                   *sg, batch[j], /*coordinates=*/true);
           });
         }
         for (const Candidate& c : batch[pi - batch_begin]) consider(c.second);

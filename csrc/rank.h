@@ -117,10 +117,12 @@ class CodeRank {
 };
 
 // Calls walk(rank) with the rank computer of a search for q with N orders: CodeRank<N> when the
-// storage keeps codes, else PoincareRank<N> (scale 1).
+// storage keeps codes (and `coordinates` is false), else PoincareRank<N> (scale 1).
 template <int N, typename Walk>
-decltype(auto) with_search_rank(const VectorStorage& storage, const float* q, Walk&& walk) {
-  if (storage.code_kind() != codes::CodeKind::kNone) return walk(CodeRank<N>(storage, q));
+decltype(auto) with_search_rank(const VectorStorage& storage, const float* q, Walk&& walk,
+                                bool coordinates = false) {
+  if (!coordinates && storage.code_kind() != codes::CodeKind::kNone)
+    return walk(CodeRank<N>(storage, q));
   return walk(PoincareRank<N>(storage, q, 1.0f));
 }
 

@@ -259,3 +259,20 @@ def test_set_storage_codes_a_built_index_as_a_build_of_that_kind(tmp_path, stora
     assert "codes" not in reopened.memory_usage()
     with pytest.raises(ValueError, match="storage must be one of"):
         reopened.set_storage("q4")
+
+
+def test_every_kind_gets_the_graph_of_the_float32_build() -> None:
+    """Construction and the repairs (whose probes search) read the float32 coordinates whatever
+    the storage: through adds, removals, slot reuse and repairs, the f16 and sq8 graphs are the
+    f32 graph, link for link."""
+    x = family.member("uniform_radius", 2600, 16)
+    graphs = []
+    for storage in ("f32", *KINDS):
+        index = _build(x[:2000], storage)
+        index.remove_ids(np.arange(0, 2000, 3))
+        index.add_with_ids(x[2000:], np.arange(9000, 9600))
+        live = [i for i in range(2000) if i % 3] + list(range(9000, 9600))
+        assert index.ntotal == len(live)
+        graphs.append([index._core.neighbors(i, 0) for i in live])
+    assert graphs[1] == graphs[0]
+    assert graphs[2] == graphs[0]
