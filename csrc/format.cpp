@@ -90,6 +90,8 @@ LoadedVectors read_vectors(const std::string& path, bool mapped) {
     if (r.mapped()) {
       // What was read so far (header, ids, flags) is checked now; the mapped arrays by verify().
       r.block_check().verify_range(0, r.position());
+      // The header, ids and flags are copied out: their pages need not stay.
+      r.block_check().file->release(r.block_check().file->data(), r.position());
       MappableArray<float> vectors, factors;
       MappableArray<std::uint8_t> code_rows;
       const float* pv = r.view_array<float>(n * dim);
@@ -168,6 +170,7 @@ LoadedGraph read_graph(const std::string& path, std::size_t expected_nodes,
   const std::size_t stride0 = HnswGraph::level0_stride_for(p.M);
   MappableArray<std::uint32_t> level0;
   std::vector<std::uint32_t> relocated;
+  const std::size_t level0_at = r.position();
   if (r.mapped()) {
     level0.map(r.block_check().file, r.view_array<std::uint32_t>(n * stride0), n * stride0);
     const std::size_t small = r.position();
@@ -212,6 +215,13 @@ LoadedGraph read_graph(const std::string& path, std::size_t expected_nodes,
     sources = r.get_array<std::uint32_t>(2 * n_sources);
   }
   r.expect_end();
+  if (r.mapped()) {
+    // Levels, relocated and upper lists and sources are copied out; only level 0 stays mapped.
+    const MappedFile& file = *r.block_check().file;
+    file.release(file.data(), level0_at);
+    file.release(file.data() + level0_at + n * stride0 * sizeof(std::uint32_t),
+                 file.size() - level0_at - n * stride0 * sizeof(std::uint32_t));
+  }
   std::unique_ptr<HnswGraph> g;
   try {
     g = HnswGraph::restore(p, std::move(levels), std::move(level0), std::move(relocated),

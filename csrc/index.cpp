@@ -275,8 +275,10 @@ void IndexCore::verify_locked() {
   } catch (const FormatError& e) {
     throw in_file(true, e);
   }
-  // The checks read every coordinate; with codes, searches need only their finalists' rows.
-  storage_.release_mapped_coordinates();
+  // The checks read every byte of the mapped files; searches need far fewer (with codes, not
+  // the coordinates but their finalists' rows), so the pages are let go and come back from the
+  // page cache as they are read. Nothing was written yet: writes verify first.
+  for (const format::BlockCheck& c : pending_checks_) c.file->release(c.file->data(), c.file->size());
   verified_ = true;
 }
 
