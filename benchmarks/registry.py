@@ -99,6 +99,10 @@ SUITES: dict[str, tuple[str, str]] = {
         "bench_code_order",
         "the order by float16 / 8-bit codes of the coordinates, exact re-rank",
     ),
+    "compressed": (
+        "bench_compressed",
+        "storage f32/f16/sq8 (mmap open, exact re-rank) against FAISS HNSWFlat, HNSWSQ8 (+refine)",
+    ),
     "build": ("bench_build", "build time beside FAISS's lifted build, recall at a few ef"),
     "large": ("bench_large", "cost against size, each build in a child process, fitted exponents"),
     "footprint": ("bench_footprint", "bytes per vector (RSS and layout) per contender, child processes"),
