@@ -91,6 +91,27 @@ def test_sharded_hnsw_recall_is_at_least_the_single_one(stamped_data):
     sharded.close()
 
 
+def test_sharded_compressed_storage_answers_as_the_single_index_and_is_saved(stamped_data, tmp_path):
+    base, queries, _ = stamped_data
+    sharded = ShardedIndex(16, shards=2, kind="hnsw", seed=1, storage="sq8")
+    sharded.add(base)
+    flat = pi.PoincareFlatIndex(16)
+    flat.add(base)
+    D_truth, truth = flat.search(queries, 10)
+    D, I = sharded.search(queries, 10, ef=64)
+    assert recall(I, truth) >= 0.95
+    hit = I == truth
+    np.testing.assert_allclose(D[hit], D_truth[hit], rtol=1e-6)  # re-ranked from float32
+    sharded.save(tmp_path / "ix")
+    sharded.close()
+    back = ShardedIndex.load(tmp_path / "ix")
+    assert back.storage == "sq8"
+    np.testing.assert_array_equal(back.search(queries, 10, ef=64)[1], I)
+    back.close()
+    with pytest.raises(ValueError, match="applies to kind='hnsw'"):
+        ShardedIndex(16, shards=1, kind="flat", storage="sq8")
+
+
 def test_writes_are_validated_on_the_driver_before_anything_is_sent(stamped_data):
     base, _, _ = stamped_data
     s = ShardedIndex(16, shards=3, kind="flat")

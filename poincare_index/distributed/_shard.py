@@ -36,7 +36,7 @@ class Shard:
             self.index = PoincareIndex(
                 dim, M=options["M"], ef_construction=options["ef_construction"],
                 curvature=options["curvature"], seed=options["seed"], ef_search=options["ef_search"],
-                num_threads=options.get("num_threads"),
+                num_threads=options.get("num_threads"), storage=options.get("storage", "f32"),
             )  # fmt: skip
         self.seq = int(seq)
 

@@ -99,6 +99,7 @@ def load(cls: type[ShardedIndex], path: str, **kwargs: Any) -> ShardedIndex:
             curvature=float(options["curvature"]), M=int(options["M"]),
             ef_construction=int(options["ef_construction"]), ef_search=int(options["ef_search"]),
             seed=int(options["seed"]), threads_per_shard=int(options["num_threads"]),
+            storage=str(options.get("storage", "f32")),  # manifests before compressed storage: f32
             time_span=None if time is None else timedelta(microseconds=int(time["span_us"])),
             time_origin=None if time is None else np.datetime64(int(time["origin_us"]), "us"),
             _restored=entries, **kwargs,

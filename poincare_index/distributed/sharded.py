@@ -32,6 +32,7 @@ from .._validation import (
 )
 from ..decay import DEFAULT_FUTURE_TOLERANCE, DEFAULT_FUTURE_WEIGHT, DecayPolicy
 from ..geometry import _curvature
+from ..index import as_storage
 from ..scoring import ScoringSpec
 from . import files
 from ._ray_support import as_seconds, import_ray
@@ -52,7 +53,8 @@ class ShardedIndex:
     choose the cluster (``ray.init(address=...)``); otherwise Ray starts a local one.
 
     ``kind``: "hnsw" or "flat"; ``M``, ``ef_construction``, ``ef_search``, ``seed``,
-    ``curvature`` as for the local indexes; ``threads_per_shard`` each shard's search threads;
+    ``curvature``, ``storage`` (HNSW: "f32", "f16" or "sq8") as for the local indexes;
+    ``threads_per_shard`` each shard's search threads;
     ``actor_options`` goes to ``ray.remote(...).options`` (e.g. ``{"num_cpus": 1}``, resources,
     a scheduling strategy; not ``max_restarts``: restoring a shard is the driver's job).
 
@@ -77,7 +79,7 @@ class ShardedIndex:
         seed: int = 0, threads_per_shard: int = 1, actor_options: dict[str, Any] | None = None,
         time_span: timedelta | None = None, time_origin: Any = None,
         checkpoint_path: str | os.PathLike[str] | None = None, call_timeout: float = 60.0,
-        restore_timeout: float = 600.0, low_latency: bool = False,
+        restore_timeout: float = 600.0, low_latency: bool = False, storage: str = "f32",
         _restored: list[dict[str, Any]] | None = None,
     ) -> None:  # fmt: skip
         self._dim = as_positive_int(dim, "dim")
@@ -111,7 +113,10 @@ class ShardedIndex:
             "ef_construction": as_positive_int(ef_construction, "ef_construction"),
             "ef_search": as_positive_int(ef_search, "ef_search"), "seed": int(seed),
             "num_threads": as_positive_int(threads_per_shard, "threads_per_shard"),
+            "storage": as_storage(storage),
         }  # fmt: skip
+        if kind == "flat" and storage != "f32":
+            raise ValueError(f"storage={storage!r} applies to kind='hnsw' (the flat scan reads float32)")
         self._checkpoint = None if checkpoint_path is None else os.fspath(checkpoint_path)
         self._fanout = CompiledFanout() if as_flag(low_latency, "low_latency") else None
         # A local flat core checks points exactly as every shard will (dimension, NaN/Inf, ball).
@@ -278,6 +283,11 @@ class ShardedIndex:
     @property
     def kind(self) -> str:
         return self._kind
+
+    @property
+    def storage(self) -> str:
+        """What each shard's graph walk reads: "f32", "f16" or "sq8" (see PoincareIndex)."""
+        return str(self._options["storage"])
 
     @property
     def partition(self) -> str:
