@@ -245,6 +245,17 @@ def faiss_read_mode(contender: str, dim: int, M: int, workdir: str) -> str:
 # the two child functions
 
 
+def save_ours(index: Any, path: str, out: dict[str, Any]) -> None:
+    """After one of our builds: peak and current RSS, memory_usage() per vector, then the save."""
+    out["peak_rss_build"] = peak_rss()
+    out["rss_after_build"] = proc_status()
+    out["memory_usage_in_build"] = {k: v / index.ntotal for k, v in index.memory_usage().items()}
+    t0 = time.perf_counter()
+    index.save(path)
+    out["save_s"] = time.perf_counter() - t0
+    out["read_mode"] = "read_index(mmap=True, verify=False)"
+
+
 def build_contender(
     contender: str,
     workdir: str,
@@ -275,13 +286,7 @@ def build_contender(
         out["recode_s"] = time.perf_counter() - t0
         out["build_s"] = out["recode_s"] + float(f32_build_s or 0.0)
         out["built_from"] = "ours-f32's saved index, read_index + set_storage"
-        out["peak_rss_build"] = peak_rss()
-        out["rss_after_build"] = proc_status()
-        out["memory_usage_in_build"] = {k: v / n for k, v in index.memory_usage().items()}
-        t0 = time.perf_counter()
-        index.save(path)
-        out["save_s"] = time.perf_counter() - t0
-        out["read_mode"] = "read_index(mmap=True, verify=False)"
+        save_ours(index, path, out)
     elif contender in OURS:
         import poincare_index as pi
 
@@ -291,13 +296,7 @@ def build_contender(
         t0 = time.perf_counter()
         index.add(points)
         out["build_s"] = time.perf_counter() - t0
-        out["peak_rss_build"] = peak_rss()
-        out["rss_after_build"] = proc_status()
-        out["memory_usage_in_build"] = {k: v / n for k, v in index.memory_usage().items()}
-        t0 = time.perf_counter()
-        index.save(path)
-        out["save_s"] = time.perf_counter() - t0
-        out["read_mode"] = "read_index(mmap=True, verify=False)"
+        save_ours(index, path, out)
     else:
         import faiss
 
@@ -489,15 +488,6 @@ def measure_contender(
 
 # ---------------------------------------------------------------------------------------------
 # the parent: data, truth, children, scores
-
-
-def jobs(names: list[str], dims: list[int]) -> list[tuple[str, int]]:
-    """(member, dim) pairs; fixed-dimension members (GloVe) once, at their own dimension."""
-    out = []
-    for name in names:
-        fixed = families.fixed_dim(name)
-        out += [(name, fixed)] if fixed else [(name, d) for d in dims]
-    return out
 
 
 def truth_metric(contender: str) -> str:
@@ -723,7 +713,7 @@ def run(args: Params) -> int:
     settings = {k: v for k, v in vars(args).items() if k != "out"}
     res = Results(machine(), settings)
     efs = sorted(int(e) for e in args.efs)
-    for name, dim in jobs(args.families, args.dims):
+    for name, dim in families.jobs(args.families, args.dims):
         reason = families.unavailable(name)
         if reason:
             print(f"skipped {reason}", flush=True)

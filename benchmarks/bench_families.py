@@ -223,15 +223,6 @@ def table_lines(row: dict[str, Any]) -> list[str]:
     return lines
 
 
-def jobs(names: list[str], dims: list[int]) -> list[tuple[str, int]]:
-    """(member, dim) pairs; fixed-dimension members (GloVe) once, at their own dimension."""
-    out = []
-    for name in names:
-        fixed = families.fixed_dim(name)
-        out += [(name, fixed)] if fixed else [(name, d) for d in dims]
-    return out
-
-
 def parse_switches(items: list[str]) -> dict[str, bool]:
     """``name=on|off`` items of ``--switch`` as a dict."""
     out: dict[str, bool] = {}
@@ -268,7 +259,7 @@ def run(args: Params) -> int:
     settings = {k: v for k, v in vars(args).items() if k != "out"}
     res = Results(machine(), [sys.executable, *sys.argv], settings)
     print(HEADER, flush=True)
-    for name, dim in jobs(args.families, args.dims):
+    for name, dim in families.jobs(args.families, args.dims):
         reason = families.unavailable(name)
         if reason:
             print(f"skipped {reason}", flush=True)

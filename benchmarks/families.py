@@ -190,6 +190,15 @@ def fixed_dim(name: str) -> int | None:
     return _member(name)[2]
 
 
+def jobs(names: list[str], dims: list[int]) -> list[tuple[str, int]]:
+    """(member, dim) pairs; fixed-dimension members (GloVe) once, at their own dimension."""
+    out = []
+    for name in names:
+        fixed = fixed_dim(name)
+        out += [(name, fixed)] if fixed else [(name, d) for d in dims]
+    return out
+
+
 def unavailable(name: str) -> str | None:
     """Why ``name`` cannot be generated here, or None."""
     if _member(name)[0] == "glove" and importlib.util.find_spec(GLOVE_PACKAGE) is None:
