@@ -236,13 +236,15 @@ void VectorStorage::verify_contents() const {
 }
 
 void VectorStorage::recode(codes::CodeKind kind) {
-  VectorStorage check(dim_, curvature_, kind);  // the kind's own limits (sq8's dimensions)
-  code_kind_ = kind;
-  code_bytes_ = check.code_bytes_;
+  // Everything that can throw (the kind's limits, the allocation) comes before the first change.
+  const VectorStorage check(dim_, curvature_, kind);
+  const std::size_t bytes = check.code_bytes_;
   MappableArray<std::uint8_t> rows;
-  rows.resize(slots() * code_bytes_);
+  rows.resize(slots() * bytes);
   for (std::size_t s = 0; s < slots(); ++s)
-    codes::encode_row(kind, vector(s), dim_, rows.data() + s * code_bytes_);
+    codes::encode_row(kind, vector(s), dim_, rows.data() + s * bytes);
+  code_kind_ = kind;
+  code_bytes_ = bytes;
   codes_ = std::move(rows);
   release_mapped_coordinates();
 }

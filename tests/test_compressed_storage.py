@@ -276,3 +276,16 @@ def test_every_kind_gets_the_graph_of_the_float32_build() -> None:
         graphs.append([index._core.neighbors(i, 0) for i in live])
     assert graphs[1] == graphs[0]
     assert graphs[2] == graphs[0]
+
+
+def test_a_refused_set_storage_changes_nothing() -> None:
+    index = pi.PoincareIndex(70_000, M=4, ef_construction=8)
+    x = np.zeros((2, 70_000), np.float32)
+    x[0, 0], x[1, 1] = 0.5, 0.25
+    index.add(x)
+    with pytest.raises(ValueError, match="sq8 storage codes at most 65536 dimensions"):
+        index.set_storage("sq8")
+    assert index.storage == "f32" and "codes" not in index.memory_usage()
+    assert index.search(x[:1], 1)[1][0, 0] == 0
+    with pytest.raises(ValueError, match="sq8 storage codes at most"):
+        pi.PoincareIndex(70_000, storage="sq8")
