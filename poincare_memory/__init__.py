@@ -24,6 +24,8 @@ from poincare_index.memory import (
     Result,
     Retention,
     Session,
+    LogDamageError,
+    RecoveryWarning,
     StoreLockedError,
     approx_token_count,
 )
@@ -37,6 +39,8 @@ __all__ = [
     "Session",
     "Retention",
     "StoreLockedError",
+    "LogDamageError",
+    "RecoveryWarning",
     "approx_token_count",
     "DecayPolicy",
     "HalfLife",

@@ -135,7 +135,7 @@ def test_a_reader_outpaced_by_checkpoints_keeps_its_state_and_damage_still_raise
     writer.checkpoint()  # two checkpoints on: the log with "b" is gone, the reader must reload
     counter = iter(range(100))
 
-    def outpaced(self, ef_search):  # the writer checkpoints again while the snapshot is read
+    def outpaced(self, ef_search, repair=False):  # the writer checkpoints again while the snapshot is read
         writer.add(f"fact {next(counter)}")
         writer.checkpoint()
         raise OSError("the snapshot was removed while being read")
@@ -143,7 +143,7 @@ def test_a_reader_outpaced_by_checkpoints_keeps_its_state_and_damage_still_raise
     monkeypatch.setattr(Journal, "recover", outpaced)
     assert reader.refresh() is False and "b" not in reader._rows.row_of  # the last state, no error
 
-    def damaged(self, ef_search):  # the store stands still and does not load
+    def damaged(self, ef_search, repair=False):  # the store stands still and does not load
         raise pi.IndexFormatError("damaged snapshot")
 
     monkeypatch.setattr(Journal, "recover", damaged)
@@ -201,9 +201,9 @@ def test_a_reader_that_keeps_up_follows_checkpoints_without_reloading_but_not_a_
     loads = []
     real_recover = Journal.recover
 
-    def counted(self, ef_search):
+    def counted(self, ef_search, repair=False):
         loads.append(self)
-        return real_recover(self, ef_search)
+        return real_recover(self, ef_search, repair)
 
     monkeypatch.setattr(Journal, "recover", counted)
     for round_ in range(5):  # a checkpoint between each of the reader's looks

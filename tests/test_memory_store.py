@@ -16,7 +16,15 @@ import pytest
 
 import poincare_index as pi
 from poincare_index.embed import CallableEmbedder, HashingEmbedder
-from poincare_memory import Ebbinghaus, HalfLife, Memory, Product, StoreLockedError, ValidityWindow
+from poincare_memory import (
+    Ebbinghaus,
+    HalfLife,
+    Memory,
+    Product,
+    RecoveryWarning,
+    StoreLockedError,
+    ValidityWindow,
+)
 
 NOW = datetime(2026, 6, 1, 12, tzinfo=timezone.utc)
 TEXTS = [
@@ -150,7 +158,8 @@ def test_torn_tail_is_dropped_and_corruption_refused(tmp_path):
     log = _log_file(tmp_path)
     data = log.read_bytes()
     log.write_bytes(data[:-7])  # the last add torn mid-write (never acknowledged)
-    mem = Memory(path=tmp_path)
+    with pytest.warns(RecoveryWarning, match="up to number 4"):
+        mem = Memory(path=tmp_path)
     assert sorted(r.id for r in mem) == ["m0", "m1", "m2", "m3"]
     mem.add("m9", id="m9")  # appends after the cut
     mem._ns.unlock()

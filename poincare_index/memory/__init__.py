@@ -13,6 +13,7 @@ aio.py (AsyncMemory).
 from __future__ import annotations
 
 from .aio import AsyncMemory
+from .log import LogDamageError, RecoveryWarning
 from .memory import Memory
 from .result import Explanation, MemoryStats, Result
 from .retention import Retention
@@ -29,5 +30,7 @@ __all__ = [
     "Session",
     "Retention",
     "StoreLockedError",
+    "LogDamageError",
+    "RecoveryWarning",
     "approx_token_count",
 ]

@@ -16,7 +16,7 @@ from .._core import IndexFormatError
 from .._interrupts import deferred_interrupts, fault_point
 from .._progress import progress_bar
 from .codec import value_from_json, value_to_json
-from .log import LogWriter, iter_records
+from .log import LogDamageError, LogWriter, RecoveryWarning, iter_records, log_first_seq
 from .result import Result
 from .rows import Batch, make_batch
 from .state import MemoryRows
@@ -128,6 +128,15 @@ class Journal:
         assert self.ns is not None
         epoch = self.epoch + 1 if renumbered else self.epoch
         previous_seq = self.seq if renumbered else self.snapshot_seq
+        # The log after the snapshot exists before CURRENT names the snapshot, and the records
+        # after it go there from now on, whether or not the switch below happens: so a log
+        # that CURRENT's snapshot needs can be missing only when something deleted it, which
+        # opening then refuses (store.NamespaceDir.logs_after).
+        with deferred_interrupts():  # the new log exists only as the one written to
+            writer = LogWriter(self.ns.log_path(self.seq + 1), fsync=self.fsync)
+            old, self.writer = self.writer, writer
+        if old is not None:
+            old.close()
         with deferred_interrupts():  # CURRENT switched and the state that says so: both or neither
             try:
                 snapshot = self.ns.write_snapshot(self.seq, index, mids, texts, epoch)
@@ -139,13 +148,8 @@ class Journal:
                     none_left: list[int] = []
                     self.unlogged_voids = none_left  # the snapshot holds them (or compacted them away)
                     self.epoch, self.snapshot_seq = epoch, self.seq
+                    self.since_checkpoint = 0
         save_usage(self.ns.dir, self.usage)
-        with deferred_interrupts():  # the new log exists only as the one written to
-            writer = LogWriter(self.ns.log_path(self.seq + 1), fsync=self.fsync)
-            old, self.writer = self.writer, writer
-            self.since_checkpoint = 0
-        if old is not None:
-            old.close()
         self.ns.remove_stale(snapshot, previous_seq)
 
     def maybe_checkpoint(self) -> None:
@@ -258,16 +262,20 @@ class Journal:
         finally:
             self.settle_pending()
 
-    def recover(self, ef_search: int) -> None:
+    def recover(self, ef_search: int, repair: bool = False) -> None:
         """Loads the snapshot CURRENT names and replays the logs after it. A reader pins the
         snapshot while it reads (NamespaceDir.pinned_current), so the writer's checkpoints
         cannot remove a file under it; it retries only when the store had no snapshot yet and
-        the first checkpoint removed the logs it was reading."""
+        the first checkpoint removed the logs it was reading. A torn tail is cut off and
+        reported (RecoveryWarning). Damage refuses to open (LogDamageError), unless ``repair``
+        (``Memory(recover=True)``): then the store keeps every operation up to the damage, the
+        damaged logs are set aside and a checkpoint makes that state the store's, reported."""
         assert self.ns is not None
         attempts = 3 if self.read_only else 1
+        damage: LogDamageError | None = None
         for attempt in range(attempts):
             try:
-                self.load(ef_search)
+                damage = self.load(ef_search, repair)
                 break
             except (IndexFormatError, OSError):
                 if attempt == attempts - 1 or self.snapshot_read is not None:
@@ -276,10 +284,42 @@ class Journal:
             blank = MemoryRows(self.rows.config, self.rows.index.num_threads, ef_search, self.progress)
             self.rows.take_over(blank)
             self.since_checkpoint = 0
-        if not self.read_only:
-            logs = self.ns.log_paths()
-            path = logs[-1] if logs else self.ns.log_path(self.seq + 1)
-            self.writer = LogWriter(path, fsync=self.fsync)
+        if self.read_only:
+            return
+        if damage is not None:
+            self.set_damage_aside(damage)
+            return
+        logs = self.ns.log_paths()
+        self.writer = LogWriter(logs[-1] if logs else self.ns.log_path(self.seq + 1), fsync=self.fsync)
+        if self.writer.torn:
+            warnings.warn(
+                RecoveryWarning(
+                    f"memory store {self.ns.dir}: {self.writer.path.name} ended in {self.writer.torn} bytes "
+                    f"of a record cut short (what a crash in the middle of a write leaves; that "
+                    f"operation was never acknowledged): dropped; the store holds every operation up "
+                    f"to number {self.seq}"
+                ),
+                stacklevel=4,
+            )
+
+    def set_damage_aside(self, damage: LogDamageError) -> None:
+        """``recover=True`` after ``damage``: the state holds every operation up to
+        ``damage.last_seq``. The logs that hold anything after it (and the damaged one) are
+        renamed aside, kept for inspection, then a checkpoint makes this state the store's."""
+        assert self.ns is not None
+        aside = [p for p in self.ns.log_paths() if log_first_seq(p) > self.seq or p == damage.path]
+        moved = self.ns.move_aside(aside)
+        with self.log_lock:
+            self.checkpoint_locked()
+        kept = ", ".join(f"{p.name} ({p.stat().st_size} bytes)" for p in moved) or "none"
+        warnings.warn(
+            RecoveryWarning(
+                f"memory store {self.ns.dir} opened with recover=True: {damage}. It now holds every "
+                f"operation up to number {self.seq}; whatever was logged after that is dropped. "
+                f"Logs set aside for inspection: {kept}"
+            ),
+            stacklevel=4,
+        )
 
     def refresh(self, reopen: Callable[[], Any]) -> bool:
         """A read-only Memory: take in what the writer acknowledged since the last look (tail the
@@ -360,9 +400,12 @@ class Journal:
         self.log_offsets = other.log_offsets
         fresh._closed = True
 
-    def load(self, ef_search: int) -> None:
+    def load(self, ef_search: int, repair: bool = False) -> LogDamageError | None:
+        """The snapshot and the logs after it. Damage in the logs raises LogDamageError, or
+        with ``repair`` ends the replay there and is returned."""
         assert self.ns is not None
         self.snapshot_read = None
+        damage = None
         with self.ns.pinned_current() as (snapshot, snap_seq, epoch):
             if snapshot is not None:
                 self.snapshot_read = snapshot
@@ -373,14 +416,31 @@ class Journal:
             self.seq, self.snapshot_seq, self.epoch = snap_seq, snap_seq, epoch
             self.seen = self.ns.signature()  # taken before the logs are read: never newer
             self.log_offsets = {}
-            records = iter_records(self.ns.log_paths(after=snap_seq), snap_seq, self.log_offsets)
-            with progress_bar(self.progress, None, "replay log", unit="op") as bar:
-                for seq, header, blob in records:
-                    self.replay(seq, header, blob)
-                    self.seq = seq
-                    self.since_checkpoint += 1
-                    bar.update(1)
+            try:
+                records = iter_records(self.ns.logs_after(snap_seq), snap_seq, self.log_offsets)
+                with progress_bar(self.progress, None, "replay log", unit="op") as bar:
+                    for seq, header, blob in records:
+                        try:
+                            self.replay(seq, header, blob)
+                        except IndexFormatError as exc:  # intact, but no call could have logged it
+                            raise LogDamageError(
+                                str(exc), self.seq, self.ns.log_paths(after=self.seq)[0]
+                            ) from None
+                        self.seq = seq
+                        self.since_checkpoint += 1
+                        bar.update(1)
+            except LogDamageError as exc:
+                if not repair:
+                    raise LogDamageError(
+                        f"{exc}. The store was not opened: operations it acknowledged may be lost. "
+                        f"Memory(..., recover=True) opens it with every operation up to number "
+                        f"{exc.last_seq} and sets the damaged logs aside",
+                        exc.last_seq,
+                        exc.path,
+                    ) from None
+                damage = exc
         self.snapshot = snapshot
+        return damage
 
     def replay(self, seq: int, header: dict[str, Any], blob: bytes) -> None:
         """Applies one logged operation after checking it as the call that logged it checked

@@ -59,6 +59,10 @@ class Memory:
 
     Durability: every write is in the store's log before the call returns (a killed process
     loses nothing acknowledged); ``fsync=True`` syncs each write to disk (power loss too).
+    Opening cuts off a record torn by a crash (never acknowledged) with a ``RecoveryWarning``;
+    a log damaged otherwise, or missing, refuses to open (``LogDamageError``): ``recover=True``
+    opens it with every operation up to the damage, sets the damaged logs aside and says what
+    it dropped (docs/reliability.md).
 
     Deleted memories leave their slots in the graph until more than half of the rows (and at
     least ``compact_min_rows``) are deleted; then the index is rebuilt from the live memories.
@@ -87,9 +91,13 @@ class Memory:
         compact_min_rows: int = 4096,
         retention: Retention | None = None,
         progress: bool = False,
+        recover: bool = False,
     ) -> None:
         self._closed = True  # until the store is open (close() and __del__ then do nothing)
         check_arguments(progress, token_counter, path, read_only, retention)
+        recover = as_flag(recover, "recover")
+        if recover and (path is None or read_only):
+            raise ValueError("recover=True repairs a store on disk: it needs a path and read_only=False")
         self._retention = None if retention is None else RetentionRun(retention)
         self._ns = NamespaceDir(Path(path), namespace) if path is not None else None
         self._read_only = bool(read_only)
@@ -119,7 +127,7 @@ class Memory:
             )  # fmt: skip
             self._closed = False
             if self._ns is not None:
-                self._journal.recover(ef_search)
+                self._journal.recover(ef_search, repair=recover)
         except BaseException:
             self._closed = True
             if self._ns is not None and not self._read_only:

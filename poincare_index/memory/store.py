@@ -3,7 +3,7 @@
     <path>/<namespace>/config.json        format, version, embedder (name, dim, how to rebuild it),
                                           decay policy, depth_bias, time_coef, M, storage, ...;
                                           CRC-32 inside
-    <path>/<namespace>/LOCK               flock'ed by the one process that opened it for writing
+    <path>/<namespace>/LOCK               flock'ed (with the directory) by the one process writing
     <path>/<namespace>/CURRENT            names the live snapshot and the last sequence number in it
     <path>/<namespace>/snap-<seq>-<nonce>/ index/ (a saved PoincareIndex with its Arrow columns),
                                           rows.arrow (memory id and text per row), manifest.json
@@ -42,6 +42,7 @@ from ..embed import HashingEmbedder, MiniLMEmbedder
 from ..index import STORAGE_KINDS, PoincareIndex
 from ..io import read_index, write_index
 from .codec import CustomDecayNeeded, policy_from_json
+from .log import LogDamageError, create_log, scan_log
 
 __all__ = ["StoreLockedError", "NamespaceDir", "valid_namespace"]
 
@@ -91,7 +92,7 @@ class NamespaceDir:
                 "Memory a directory of its own"
             )
         self.dir = root / valid_namespace(namespace)
-        self._lock_fd = -1
+        self._lock_fds: list[int] = []
 
     @property
     def exists(self) -> bool:
@@ -99,32 +100,43 @@ class NamespaceDir:
         configuration lost it: IndexFormatError, never a fresh store written over the data."""
         if (self.dir / "config.json").exists():
             return True
-        if self.dir.is_dir() and any(
-            p.name == "CURRENT" or _SNAP.match(p.name) or _LOG.match(p.name) for p in self.dir.iterdir()
-        ):
+        found = [
+            p for p in (self.dir.iterdir() if self.dir.is_dir() else ())
+            if p.name == "CURRENT" or _SNAP.match(p.name) or _LOG.match(p.name)
+        ]  # fmt: skip
+        # A store is created by its first log, then config.json: a first log holding nothing
+        # alone is a creation cut short, which the next one finishes.
+        if found and not (found == [self.log_path(1)] and _holds_no_record(found[0])):
             raise IndexFormatError(f"{self.dir} holds a memory store's data but no config.json")
         return False
 
     # ---- the writer lock ---------------------------------------------------------------------
     def lock(self) -> None:
+        """Takes the writer lock: an exclusive flock on the namespace directory itself (which
+        cannot be deleted while it holds the store, so a second writer is kept out even if LOCK
+        is removed), and on LOCK (what versions before it lock)."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.dir / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
+        fds: list[int] = []
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fds.append(os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY))
+            fds.append(os.open(self.dir / "LOCK", os.O_RDWR | os.O_CREAT, 0o644))
+            for fd in fds:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
-            os.close(fd)
+            for fd in fds:
+                os.close(fd)
             if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
                 raise StoreLockedError(
                     f"memory store {self.dir} is open for writing elsewhere (another process, or "
                     "another Memory in this one); close it first or open with read_only=True"
                 ) from None
             raise
-        self._lock_fd = fd
+        self._lock_fds = fds
 
     def unlock(self) -> None:
-        if self._lock_fd >= 0:
-            os.close(self._lock_fd)  # closing the descriptor releases the flock
-            self._lock_fd = -1
+        for fd in self._lock_fds:
+            os.close(fd)  # closing the descriptor releases the flock
+        self._lock_fds = []
 
     # ---- configuration -----------------------------------------------------------------------
     def stored_embedder(self) -> tuple[str, int]:
@@ -186,7 +198,11 @@ class NamespaceDir:
         return doc
 
     def write_config(self, body: dict[str, Any]) -> None:
+        """Writes config.json; a new store's first log is created before it, so that a store
+        with a configuration and no snapshot has lost its first log if it has none."""
         self.dir.mkdir(parents=True, exist_ok=True)
+        if not (self.dir / "config.json").exists():
+            create_log(self.log_path(1))
         write_json_atomic(self.dir / "config.json", dict(body, format=CONFIG_FORMAT, version=CONFIG_VERSION))
 
     # ---- snapshots ---------------------------------------------------------------------------
@@ -309,6 +325,35 @@ class NamespaceDir:
             found = [f for f, nxt in zip(found, nexts) if nxt is None or nxt - 1 > after]
         return [p for _, p in found]
 
+    def logs_after(self, snap_seq: int) -> list[Path]:
+        """The logs to replay after the snapshot at ``snap_seq`` (0: none). The first of them,
+        ``log-<snap_seq + 1>``, was created before CURRENT named the snapshot (a new store's
+        first log before its configuration), so its absence is a deletion, never a crash:
+        LogDamageError, whose ``last_seq`` is the snapshot's."""
+        paths = self.log_paths(after=snap_seq)
+        first = self.log_path(snap_seq + 1)
+        if first not in paths:
+            raise LogDamageError(
+                f"{first}: the log after the snapshot at operation {snap_seq} is missing (deleted?): "
+                "operations acknowledged after that snapshot cannot be read",
+                snap_seq,
+            )
+        return paths
+
+    def move_aside(self, logs: list[Path]) -> list[Path]:
+        """Renames damaged logs out of the store's way (``<name>.damaged``, numbered when taken),
+        kept for inspection; returns their new paths."""
+        moved = []
+        for p in logs:
+            target, n = p.with_name(p.name + ".damaged"), 1
+            while target.exists():
+                target, n = p.with_name(f"{p.name}.damaged-{n}"), n + 1
+            os.replace(p, target)
+            moved.append(target)
+        if moved:
+            fsync_dir(self.dir)
+        return moved
+
     def signature(self) -> tuple[Any, ...] | None:
         """What changes whenever the writer acknowledges an operation or checkpoints: CURRENT's
         identity and the logs' names and sizes (None while files move under a checkpoint)."""
@@ -375,6 +420,14 @@ class NamespaceDir:
             finally:
                 os.close(fd)  # releases the pin
         raise IndexFormatError(f"{self.dir}: CURRENT kept changing while a reader pinned it")
+
+
+def _holds_no_record(log: Path) -> bool:
+    try:
+        scan = scan_log(log)
+    except OSError:
+        return False
+    return scan.damage is None and not scan.records and scan.torn_bytes == 0
 
 
 def _snapshot_missing(snapshot: Path, exc: OSError) -> IndexFormatError:
