@@ -19,13 +19,13 @@ from poincare_index.embed import CallableEmbedder, Embedder, HashingEmbedder, Mi
 from poincare_index.memory import (
     AsyncMemory,
     Explanation,
+    LogDamageError,
     Memory,
     MemoryStats,
+    RecoveryWarning,
     Result,
     Retention,
     Session,
-    LogDamageError,
-    RecoveryWarning,
     StoreLockedError,
     approx_token_count,
 )
