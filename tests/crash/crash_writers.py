@@ -14,6 +14,13 @@ state plus the one operation that was in flight. Writers:
   land inside checkpoints (snapshot written, CURRENT switched, old files removed);
 * ``save``: a PoincareIndex saved again and again to one directory after adds and removals.
 
+After each Memory kill, a copy of the store has its log damaged once as a disk or a person
+would (tests/fuzz/mutators.py ``log_damage``: a cut anywhere, a flipped bit, zeros appended, a
+log deleted or emptied) and is opened as a writer: it must hold every acknowledged operation, or
+a prefix of them with a RecoveryWarning, or refuse with LogDamageError (then ``recover=True``
+opens a prefix, with a warning). A prefix opened without a word is a silent loss (a failure),
+except a log cut exactly where a record ends (no reader can tell; counted apart).
+
     python tests/crash/crash_writers.py --kills 200 --json crash.json    # by hand
     python tests/crash/crash_writers.py --kills 30                       # CI (.ci/run)
 """
@@ -265,6 +272,7 @@ class CrashReport:
     stores_that_did_not_open: int = 0
     kills_inside_a_checkpoint_or_save: int = 0  # an unfinished snapshot/data file was left
     in_flight_applied: int = 0
+    damaged_copies: dict[str, int] = field(default_factory=dict)  # outcome -> count
     failures: list[str] = field(default_factory=list)
 
 
@@ -273,6 +281,9 @@ def run(kills: int, seed: int, work: Path, min_ms: int, max_ms: int) -> CrashRep
     rng = random.Random(seed)
     started = time.monotonic()
     bases: dict[str, Any] = {"mixed": {}, "checkpoint": {}, "save": None}
+    # Every state the acknowledged operations built, in order, per Memory writer: what a store
+    # whose log lost its end may hold.
+    history: dict[str, list[dict[str, Any]]] = {"mixed": [{}], "checkpoint": [{}]}
     for round_no in range(kills):
         writer = WRITERS[round_no % len(WRITERS)]
         target = work / writer
@@ -319,9 +330,80 @@ def run(kills: int, seed: int, work: Path, min_ms: int, max_ms: int) -> CrashRep
             else (acked[-1]["state"] if acked else bases["save"])
         )
         report.in_flight_applied += state != expected_without
+        if writer != "save":
+            states = history[writer]
+            for j in range(1, len(acked) + 1):
+                states.append(memory_model(acked[:j], bases[writer]))
+            outcome, why = damaged_copy(target, state, states, rng, work / "damaged")
+            report.damaged_copies[outcome] = report.damaged_copies.get(outcome, 0) + 1
+            if outcome == "silent_loss":
+                report.failures.append(f"round {round_no} ({writer}), damaged copy: {why}")
+                break
+            states.append(state)
         bases[writer] = state
     report.seconds = round(time.monotonic() - started, 1)
     return report
+
+
+def opened_as_writer(path: Path, **kwargs: Any) -> tuple[dict[str, dict[str, Any]], bool]:
+    """(the store's state, whether opening it raised a RecoveryWarning)."""
+    import warnings
+
+    from poincare_memory import Memory, RecoveryWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mem = Memory(path=path, num_threads=1, **kwargs)
+    with mem:
+        state = {
+            r.id: {
+                "text": r.text,
+                "t": _us(r.t),
+                "until": None if r.valid_until is None else _us(r.valid_until),
+                "count": r.access_count,
+            }
+            for r in mem.list()
+        }
+    return state, any(issubclass(w.category, RecoveryWarning) for w in caught)
+
+
+def damaged_copy(
+    target: Path, whole: dict[str, Any], states: list[dict[str, Any]], rng: random.Random, copy: Path
+) -> tuple[str, str]:
+    """Damages a copy of the store's log once and opens it: ("whole" | "reported" | "refused" |
+    "undetectable_cut" | "silent_loss", why). ``whole``: the state it holds undamaged;
+    ``states``: every earlier state, in order."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: fuzz.mutators
+    from fuzz.mutators import Case, log_damage
+
+    from poincare_memory import LogDamageError
+
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(target, copy)
+    case = Case(copy, rng)
+    if not log_damage(case):
+        return "whole", "no log"
+    what = "; ".join(case.steps)
+
+    def older(found: dict[str, Any]) -> bool:
+        return any(found == s for s in reversed(states))
+
+    try:
+        found, warned = opened_as_writer(copy)
+    except LogDamageError:
+        found, warned = opened_as_writer(copy, recover=True)
+        if found != whole and not (warned and older(found)):
+            return "silent_loss", f"{what}: recover=True opened another state without a warning"
+        return "refused", ""
+    if found == whole:
+        return ("reported" if warned else "whole"), ""
+    if not older(found):
+        return "silent_loss", f"{what}: opened a state no prefix of the acknowledged operations builds"
+    if warned:
+        return "reported", ""
+    if case.undetectable:
+        return "undetectable_cut", ""
+    return "silent_loss", f"{what}: opened with acknowledged operations missing, and no warning"
 
 
 def check_index(

@@ -22,3 +22,5 @@ def test_killed_writers_lose_nothing_acknowledged(tmp_path):
     assert report["failures"] == [] and result.returncode == 0, report["failures"]
     assert report["kills"] == 3 and report["by_writer"] == {"mixed": 1, "checkpoint": 1, "save": 1}
     assert report["acknowledged_ops"] > 3  # each writer got work acknowledged before its kill
+    # Each killed store's copy had its log damaged once, and nothing was lost without a word.
+    assert sum(report["damaged_copies"].values()) == 2 and "silent_loss" not in report["damaged_copies"]

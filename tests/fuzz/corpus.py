@@ -5,6 +5,7 @@ snapshot followed by logged adds, updates, in-place sets, deletes, invalidations
 from __future__ import annotations
 
 import gc
+import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -45,6 +46,14 @@ def _index_seed(index: pi.PoincareFlatIndex | pi.PoincareIndex, path: Path, seed
     index.save(path)
 
 
+def store_state(mem: Memory) -> dict[str, list[object]]:
+    """Every memory as [text, time, validity end, access count], by id (JSON-ready)."""
+    return {
+        r.id: [r.text, r.t.isoformat(), r.valid_until and r.valid_until.isoformat(), r.access_count]
+        for r in mem.list()
+    }
+
+
 def build(root: Path) -> dict[str, Path]:
     """Writes the seeds under ``root``; returns {name: directory}. Deterministic."""
     root.mkdir(parents=True, exist_ok=True)
@@ -72,12 +81,22 @@ def build(root: Path) -> dict[str, Path]:
         metadata=[{"topic": words[i % 3], "n": i, "w": i / 4, "ok": i % 2 == 0} for i in range(16)],
     )
     mem.checkpoint()  # a snapshot; everything below is in the log after it
+    # The state after each logged operation, in order: what a store cut anywhere in its log may
+    # hold (the fuzzer's store_log target checks nothing else is ever opened without a word).
+    states = [store_state(mem)]
     mem.add("mike november note", id="late", t=T0 + timedelta(days=2), metadata={"topic": "alpha"})
+    states.append(store_state(mem))
     mem.update("m1", "bravo rewritten note")  # an update record (new row)
+    states.append(store_state(mem))
     mem.update("m2", t=T0 + timedelta(days=3), metadata={"n": 99})  # a set record (in place)
+    states.append(store_state(mem))
     mem.delete("m3")
+    states.append(store_state(mem))
     mem.invalidate("m4", at=T0 + timedelta(days=5))
+    states.append(store_state(mem))
     mem.search("alpha note", k=3, at_time=T0 + timedelta(days=6))  # touch records
+    states.append(store_state(mem))
+    (root / "store.states.json").write_text(json.dumps(states))
     del mem  # dropped without close(), as by a crash: the log is not folded into a snapshot
     gc.collect()
     return seeds

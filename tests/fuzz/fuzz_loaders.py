@@ -8,6 +8,13 @@ reopened (an index), written to, checkpointed and reopened (a store). Anything e
 exception, MemoryError, a signal, a hang -- is a failure, kept under ``--out`` with the steps
 that made it and the traceback.
 
+The ``store_log`` target damages a store's log once, as a disk, a crash or a person would (no
+checksum recomputed), and checks that nothing is lost without a word: the store opens with
+every logged operation, or with a prefix of them and a RecoveryWarning, or refuses with
+LogDamageError (and then ``recover=True`` opens a prefix, with a warning). A prefix opened
+without a warning is a failure ("silent loss"), except a log cut exactly where a record ends,
+which no reader can tell from a writer that stopped there: counted apart as "undetectable_cut".
+
     python tests/fuzz/fuzz_loaders.py --seconds 60                 # a short run (CI)
     python tests/fuzz/fuzz_loaders.py --execs 100000 --json r.json # the long run, by hand
     python tests/fuzz/fuzz_loaders.py --replay 1000000042          # one case, in this process
@@ -34,11 +41,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # "fuzz.corpus" and "fuzz.mutators" as a package
 
-from fuzz.mutators import Case, mutate  # noqa: E402
+from fuzz.mutators import DAMAGE, Case, mutate  # noqa: E402
 
-TARGETS = ("flat", "hnsw", "store", "hnsw_sq8")
+TARGETS = ("flat", "hnsw", "store", "hnsw_sq8", "store_log")
 # Child exit codes (signals and timeouts are told apart by the parent).
 ACCEPTED, REFUSED, NEEDS_EMBEDDER, OTHER_ERROR, OUT_OF_MEMORY, HARNESS_ERROR = 0, 3, 4, 5, 6, 7
+REPORTED, UNDETECTABLE_CUT = 8, 9
 _OUTCOME = {
     ACCEPTED: "accepted",
     REFUSED: "refused",
@@ -46,8 +54,10 @@ _OUTCOME = {
     OTHER_ERROR: "other_error",
     OUT_OF_MEMORY: "out_of_memory",
     HARNESS_ERROR: "harness_error",
+    REPORTED: "reported",
+    UNDETECTABLE_CUT: "undetectable_cut",
 }
-PASSING = {"accepted", "refused", "needs_embedder"}
+PASSING = {"accepted", "refused", "needs_embedder", "reported", "undetectable_cut"}
 
 
 @dataclass
@@ -150,6 +160,51 @@ def exercise_store(path: Path, work: Path) -> None:
     again.close()
 
 
+def exercise_store_log(path: Path, states: list[object], undetectable: str | None) -> int:
+    """Opens a store whose log was damaged once; the outcome, or AssertionError for a loss
+    without a word (see the module's docstring). ``states``: the store's state after each
+    logged operation (corpus.build)."""
+    import warnings
+
+    from fuzz.corpus import store_state
+
+    from poincare_index.memory import LogDamageError, Memory, RecoveryWarning
+
+    def opened(**kwargs: object) -> tuple[object, bool]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            mem = Memory(path=path, num_threads=1, **kwargs)
+        found = json.loads(json.dumps(store_state(mem)))
+        mem.close()
+        return found, any(issubclass(w.category, RecoveryWarning) for w in caught)
+
+    def prefix(found: object) -> int:
+        if found not in states:
+            raise AssertionError("the store opened in a state that no prefix of its log builds")
+        return states.index(found)
+
+    try:
+        found, warned = opened()
+    except LogDamageError:
+        try:
+            found, warned = opened(recover=True)
+        except Exception as exc:  # noqa: BLE001 - recover=True must open a damaged log
+            raise AssertionError(f"recover=True did not open it: {type(exc).__name__}: {exc}") from None
+        if prefix(found) < len(states) - 1 and not warned:
+            raise AssertionError("recover=True dropped operations without a RecoveryWarning") from None
+        return REFUSED
+    kept = prefix(found)
+    if kept == len(states) - 1:
+        return REPORTED if warned else ACCEPTED
+    if warned:
+        return REPORTED
+    if undetectable:
+        return UNDETECTABLE_CUT
+    raise AssertionError(
+        f"silent loss: opened with {kept} of {len(states) - 1} logged operations, no warning"
+    )
+
+
 def run_case(seed_dirs: dict[str, Path], target: str, case_seed: int, work: Path) -> tuple[int, str]:
     """Mutates a copy of the seed and exercises it; (exit code, detail). Runs in the child."""
     import poincare_index as pi
@@ -158,10 +213,16 @@ def run_case(seed_dirs: dict[str, Path], target: str, case_seed: int, work: Path
     shutil.copytree(seed_dirs[target], case_dir)
     case = Case(case_dir, random.Random(case_seed))
     try:
-        used = mutate(case)
+        used = mutate(case, max_steps=1, mutators=DAMAGE) if target == "store_log" else mutate(case)
     except Exception:  # noqa: BLE001 - a harness bug, reported as such
         return HARNESS_ERROR, traceback.format_exc()
     (work / "STEPS").write_text(json.dumps({"mutators": used, "steps": case.steps}))
+    if target == "store_log":
+        states = json.loads((seed_dirs[target].parent / "store.states.json").read_text())
+        try:
+            return exercise_store_log(case_dir, states, case.undetectable), case.undetectable or ""
+        except BaseException:  # noqa: BLE001 - a silent loss, or any other exception: a finding
+            return OTHER_ERROR, traceback.format_exc()
     try:
         if target == "store":
             exercise_store(case_dir, work)
@@ -210,7 +271,7 @@ def build_seeds(root: Path) -> dict[str, Path]:
         f"import fuzz.corpus as c; c.build(Path({str(root)!r}))"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=root.parent)  # not the checkout
-    return {t: root / t for t in TARGETS}
+    return {t: root / ("store" if t == "store_log" else t) for t in TARGETS}
 
 
 def fuzz(args: argparse.Namespace) -> FuzzReport:

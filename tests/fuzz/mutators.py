@@ -40,6 +40,9 @@ class Case:
         self.root = root
         self.rng = rng
         self.steps: list[str] = []
+        # Set by a mutation whose loss no reader can detect (docs/reliability.md): a log cut
+        # exactly where a record ends reads as a store whose writer stopped there.
+        self.undetectable: str | None = None
 
     def files(self, predicate: Callable[[Path], bool]) -> list[Path]:
         return sorted(p for p in self.root.rglob("*") if p.is_file() and predicate(p))
@@ -367,6 +370,54 @@ def log_tail(case: Case) -> bool:
     return True
 
 
+def _record_ends(data: bytes) -> list[int]:
+    """Where each whole record of a log ends (the framing alone, no checksum checked), the end
+    of the file header first."""
+    ends, pos = [_FILE_HEADER.size], _FILE_HEADER.size
+    while pos + 20 <= len(data):
+        (length,) = struct.unpack_from("<I", data, pos)
+        if pos + 20 + length > len(data):
+            break
+        pos += 20 + length
+        ends.append(pos)
+    return ends
+
+
+def log_damage(case: Case) -> bool:
+    """What a disk, a crash or a person does to a log, no checksum recomputed: a cut anywhere, one
+    flipped bit, a zero-filled extension, the file deleted or emptied. Only these keep a store's
+    promise checkable: it opens with every operation, or says what it dropped, or refuses."""
+    path = case.pick(_is_log)
+    if path is None:
+        return False
+    rng = case.rng
+    data = bytearray(path.read_bytes())
+    how = rng.randrange(5)
+    if how == 0:
+        cut = rng.randrange(0, len(data) + 1)
+        path.write_bytes(bytes(data[:cut]))
+        what = f"cut at byte {cut} of {len(data)}"
+        if cut in _record_ends(bytes(data)) and cut < len(data):
+            case.undetectable = f"{path.name} cut where a record ends"
+    elif how == 1 and data:
+        at = rng.randrange(len(data))
+        data[at] ^= 1 << rng.randrange(8)
+        path.write_bytes(bytes(data))
+        what = f"one bit of byte {at} flipped"
+    elif how == 2:
+        extra = rng.choice([1, 19, 20, 21, 4096])
+        path.write_bytes(bytes(data) + bytes(extra))
+        what = f"{extra} zero bytes appended"
+    elif how == 3:
+        path.unlink()
+        what = "deleted"
+    else:
+        path.write_bytes(b"")
+        what = "emptied"
+    case.steps.append(f"{path.relative_to(case.root)}: {what}")
+    return True
+
+
 # ---- whole files ------------------------------------------------------------------------------
 
 
@@ -406,20 +457,24 @@ MUTATORS: dict[str, Callable[[Case], bool]] = {
     "log_tail": log_tail,
     "file_op": file_op,
 }
+# Damage only (the store_log target: one of these, then the silent-loss check).
+DAMAGE: dict[str, Callable[[Case], bool]] = {"log_damage": log_damage}
 # How often each is drawn: the parsers behind the checksums get most of the cases.
 WEIGHTS = {"json_field": 5, "core_binary": 4, "arrow_buffer": 5, "arrow_table": 2, "log_record": 5,
            "log_tail": 1, "file_op": 1}  # fmt: skip
 
 
-def mutate(case: Case, max_steps: int = 3) -> list[str]:
-    """Applies 1..max_steps mutations drawn by weight; returns the mutator names used."""
-    names = list(MUTATORS)
-    weights = [WEIGHTS[n] for n in names]
+def mutate(
+    case: Case, max_steps: int = 3, mutators: dict[str, Callable[[Case], bool]] = MUTATORS
+) -> list[str]:
+    """Applies 1..max_steps mutations drawn by weight (from ``mutators``); returns the names used."""
+    names = list(mutators)
+    weights = [WEIGHTS.get(n, 1) for n in names]
     used = []
     for _ in range(case.rng.randint(1, max_steps)):
         for _attempt in range(8):
             name = case.rng.choices(names, weights)[0]
-            if MUTATORS[name](case):
+            if mutators[name](case):
                 used.append(name)
                 break
     return used

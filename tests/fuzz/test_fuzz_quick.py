@@ -29,3 +29,6 @@ def test_fuzzed_loaders_refuse_with_index_format_error_or_work(tmp_path):
     for target in ("flat", "hnsw", "store"):  # the cases reach past the checks and into use
         outcomes = report["by_target"][target]
         assert outcomes.get("refused", 0) > 0 and outcomes.get("accepted", 0) > 0, (target, outcomes)
+    # Damaged logs: refused, or reported, or whole; never a loss without a word (a failure above).
+    damaged = report["by_target"]["store_log"]
+    assert damaged.get("refused", 0) > 0 and damaged.get("reported", 0) > 0, damaged
