@@ -9,11 +9,17 @@ The one rule for naive values: a naive ``datetime`` (no tzinfo; an ISO-8601 stri
 offset is one) is the local time of the process, as Python's own ``datetime.timestamp()`` and
 ``astimezone()`` read it, so ``datetime.now()`` means now in every time zone (read as UTC it put
 a memory 9 hours in the future in Tokyo, weighing 1e-6). numpy datetime64 values and Arrow
-timestamps without a zone are array data with no notion of a local zone: they are UTC.
+timestamps without a zone are array data with no notion of a local zone: they are UTC. Where
+the rule changes a result (the local zone is not UTC at that time), the first naive value read
+in a process raises one :class:`NaiveTimeWarning` naming the rule and the fix (aware values).
 """
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
+import warnings
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -53,6 +59,48 @@ def _describe_micros(us: int) -> str:
         return f"{us} us since 1970"
 
 
+class NaiveTimeWarning(UserWarning):
+    """A naive datetime was read as local time in a process whose zone is not UTC (once per
+    process): a value meant as UTC, e.g. from ``datetime.utcnow()``, lands hours off."""
+
+
+_naive_warning = threading.Lock()  # held by the one call that warns; never released after it
+# The warning points at the first frame outside these packages: the user's call.
+_PACKAGES = tuple(
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), name, "")
+    for name in ("poincare_index", "poincare_memory")
+)
+
+
+def _user_stacklevel() -> int:
+    """warnings.warn's stacklevel, called from the caller of this function, that names the
+    first frame outside the package."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGES):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _naive_as_utc(value: datetime) -> datetime:
+    """A naive datetime read as local time (the rule above), converted to UTC."""
+    local = value.astimezone()
+    offset = local.utcoffset()
+    if offset and _naive_warning.acquire(blocking=False):
+        hours = offset / timedelta(hours=1)
+        warnings.warn(
+            NaiveTimeWarning(
+                f"a naive datetime ({value.isoformat()}) is read as this process's local time "
+                f"({local.tzname()}, UTC{hours:+g} h), the one rule for naive values (as "
+                "datetime.timestamp() reads them); a naive value meant as UTC, such as "
+                f"datetime.utcnow(), lands {abs(hours):g} h off. Pass aware datetimes "
+                "(datetime.now(timezone.utc), or .replace(tzinfo=timezone.utc)) to mean UTC. "
+                "Shown once per process."
+            ),
+            stacklevel=_user_stacklevel(),
+        )
+    return local.astimezone(timezone.utc)
+
+
 def now_micros() -> int:
     """The current time (UTC) in microseconds; the one place a default 'now' is read."""
     return datetime_to_micros(datetime.now(timezone.utc))
@@ -62,7 +110,7 @@ def datetime_to_micros(value: datetime) -> int:
     """Microseconds since the epoch; a naive datetime is local time (see the module docstring)."""
     if value.tzinfo is None or value.utcoffset() is None:
         try:
-            value = value.astimezone(timezone.utc)
+            value = _naive_as_utc(value)
         except (OverflowError, OSError, ValueError):
             raise ValueError(
                 f"{value.isoformat()} (a naive datetime, read as local time) is outside the supported "
@@ -86,7 +134,7 @@ def with_local_zone(value: Any) -> Any:
     given the local zone, as the rule reads it: for arguments sent to another process, which
     may run in another zone."""
     if isinstance(value, datetime):
-        return value.astimezone() if value.tzinfo is None or value.utcoffset() is None else value
+        return _naive_as_utc(value) if value.tzinfo is None or value.utcoffset() is None else value
     if isinstance(value, (list, tuple)):
         return type(value)(with_local_zone(v) for v in value)
     if isinstance(value, dict):

@@ -132,3 +132,68 @@ def test_index_metadata_datetimes_follow_the_rule_and_arrow_data_stays_utc(tokyo
     # 9:00 UTC is 18:00 in Tokyo: after a naive 10:00 (local), before a naive 19:00
     assert other.search_scored(x[:1], k=2, filters={"due": {"$lt": datetime(2026, 6, 1, 10)}}).ids[0][0] == -1
     assert other.search_scored(x[:1], k=2, filters={"due": {"$lt": datetime(2026, 6, 1, 19)}}).ids[0][0] == 0
+
+
+# ---- the rule says so when it changes a result ------------------------------------------------
+
+
+@pytest.fixture
+def fresh_warning(monkeypatch):
+    """The once-per-process NaiveTimeWarning not yet shown."""
+    import threading
+
+    monkeypatch.setattr(_time, "_naive_warning", threading.Lock())
+
+
+def test_a_naive_datetime_outside_utc_warns_once_naming_the_rule_and_the_fix(tokyo, fresh_warning):
+    import warnings
+
+    m = Memory(embedder=HashingEmbedder(dim=32))
+    with pytest.warns(
+        _time.NaiveTimeWarning, match=r"local time .*UTC\+9 h.*utcnow.*timezone\.utc"
+    ) as caught:
+        m.add("stamped naive", id="a", t=datetime(2026, 6, 1, 9))
+    assert caught[0].filename == __file__  # points at the caller, not into the package
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m.add("again", id="b", t=datetime(2026, 6, 1, 10))  # once per process
+        m.search("again", k=1, at_time=datetime(2026, 6, 2))
+
+
+def test_no_warning_where_the_rule_changes_nothing(fresh_warning, monkeypatch):
+    import warnings
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert _time.datetime_to_micros(datetime(2026, 6, 1, 12)) == _time.datetime_to_micros(NOW)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_aware_times_never_warn(tokyo, fresh_warning):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _time.datetime_to_micros(NOW)
+        _time.as_time_column([NOW, NOW + timedelta(hours=1)], 2, "t")
+
+
+def test_a_window_as_of_a_past_time_ends_at_that_time():
+    m = Memory(embedder=HashingEmbedder(dim=32))
+    for day in range(10):
+        m.add(f"standup notes day {day}", id=f"d{day}", t=NOW + timedelta(days=day))
+    as_of = NOW + timedelta(days=5, hours=1)
+    found = {
+        r.id for r in m.search("standup notes", k=10, at_time=as_of, window=timedelta(days=2), touch=False)
+    }
+    assert found == {"d4", "d5"}  # not d6..d9, stamped after the question's time
+    tolerance = m.search(
+        "standup notes", k=10, at_time=NOW + timedelta(days=5) - timedelta(minutes=3),
+        window=timedelta(days=1), touch=False,
+    )  # fmt: skip
+    assert {r.id for r in tolerance} == {"d4", "d5"}  # within future_tolerance (5 min) counts as now

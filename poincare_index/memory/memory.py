@@ -392,7 +392,8 @@ class Memory:
         embedder, benchmarks/bench_hybrid.py; 0.5 for an embedder without one).
         ``filters``: a dict over the columns and metadata (MongoDB operators, pushed into the
         index) or a callable on Result (applied after ranking; more are fetched until k pass).
-        ``window``: only memories with t >= at_time - window. ``session``: only that session's
+        ``window``: only memories with at_time - window <= t <= at_time (+ ``future_tolerance``,
+        as the decay reads "now"). ``session``: only that session's
         memories (see :meth:`session`). ``max_tokens``: the longest prefix
         of the ranking whose texts fit the budget. ``touch``: count an access on every result.
         ``decay``, ``time_coef``, ``depth_bias``, ``future_tolerance``: this call's time settings

@@ -63,7 +63,8 @@ class SearchRequest:
     ``query`` or a ``vector`` in the ball (mode "vector": exactly one; the others need the text),
     ``k`` results at the time of ``scoring``, ``filters`` (a dict over the columns and metadata,
     or a callable on Result), ``window`` (only memories stamped at most that long before the
-    query time), ``session``, ``max_tokens`` (a budget over the results' texts), ``touch``
+    query time, and not after it: up to ``future_tolerance`` later, as the decay reads "now"),
+    ``session``, ``max_tokens`` (a budget over the results' texts), ``touch``
     (count an access on each result), ``ef`` / ``candidates`` / ``keyword_weight`` (the
     hybrid's keyword share). ``vector`` is set by the caller once the query is embedded."""
 
@@ -123,8 +124,14 @@ class SearchRequest:
             self.vector = vec.reshape(1, -1) if vec.ndim == 1 else vec
 
     @property
-    def window_start(self) -> int | None:
-        return None if self.window is None else self.scoring.at_us - self.window // timedelta(microseconds=1)
+    def window_bounds(self) -> tuple[int, int] | None:
+        """[first, last] microseconds a memory's t may hold (None: no window). The end is the
+        query time plus the tolerance within which a stamp counts as now, so an as-of search
+        (``at_time`` in the past) never sees what was stamped after it."""
+        if self.window is None:
+            return None
+        at = self.scoring.at_us
+        return at - self.window // timedelta(microseconds=1), at + self.scoring.future_tolerance_us
 
 
 def run_search(rows: MemoryRows, req: SearchRequest, build_lock: Any) -> list[Result]:
@@ -140,7 +147,7 @@ def run_search(rows: MemoryRows, req: SearchRequest, build_lock: Any) -> list[Re
             return []  # no memory was ever added in a session
         scope = {"session": req.session}
         dict_filter = scope if dict_filter is None else {"$and": [scope, dict(dict_filter)]}
-    mask = rows.mask(dict_filter, req.window_start)
+    mask = rows.mask(dict_filter, req.window_bounds)
     if live == 0:
         return []
     fetch = k

@@ -290,14 +290,18 @@ class MemoryRows:
             return self.table([])
         return pa.concat_tables(parts)
 
-    def mask(self, filters: Mapping[str, Any] | None, window_start: int | None) -> NDArray[np.bool_] | None:
-        """Rows allowed by a filter dict and a window start (None: no restriction)."""
+    def mask(
+        self, filters: Mapping[str, Any] | None, window: tuple[int, int] | None
+    ) -> NDArray[np.bool_] | None:
+        """Rows allowed by a filter dict and a window of t, [first, last] microseconds (None: no
+        restriction)."""
         mask = None
         if filters is not None:
             mask = compile_filter(dict(filters), self.view())
-        if window_start is not None:
+        if window is not None:
             n = len(self.mids)
-            in_window = self.index._columns._t[:n] >= window_start
+            t = self.index._columns._t[:n]
+            in_window = (t >= window[0]) & (t <= window[1])
             mask = in_window if mask is None else mask & in_window
         return mask
 
