@@ -39,7 +39,8 @@ def index_factory(d: int, description: str, **kwargs: Any) -> PoincareIndex | Po
     if kind != "Flat" and match is None:
         raise ValueError(
             f"index_factory: unknown index kind {kind!r} in {description!r} "
-            "(this library builds 'Flat' and 'HNSW<M>'; no quantizers or IVF)"
+            "(this library builds 'Flat' and 'HNSW<M>', the latter with ',SQ8' or ',SQfp16' codes; "
+            "no IVF or PQ)"
         )
     args: dict[str, Any] = {}
     for option in options:
