@@ -158,6 +158,7 @@ def run(args: Params) -> int:
     mem = build_memory(args.n)
     if args.page:
         server = serve(mem)
+        server.wait_ready()  # serve() returns while the store is still being read
         try:
             page = page_load(server.url, args.n, args.loads)
         finally:
@@ -167,6 +168,7 @@ def run(args: Params) -> int:
             write_result(args.out, page)
         return
     server = serve(mem)
+    server.wait_ready()  # until then /api/* answers 503, which this run would count as errors
     host, port = server.httpd.server_address[:2]
     paths = ["/", "/static/app.js", "/api/meta", "/api/search?q=deploy+cache&k=10", "/api/point?id=m7",
              "/api/weights?at=2026-02-01T00:00:00Z", "/api/points"]  # fmt: skip

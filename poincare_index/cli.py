@@ -5,18 +5,49 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+import time
+from typing import Callable, NoReturn, Sequence
+
+from . import __version__
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+def _int_at_least(low: int, why: str = "") -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}{why}, got {value}")
+        return value
+
+    return parse
+
+
+_positive = _int_at_least(1)
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer in 0..65535, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be in 0..65535 (0: any free port), got {value}")
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    """A bad argument is told in one line (and exit status 2), not under a usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="poincare-index", description=__doc__)
+    parser = _Parser(prog="poincare-index", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"poincare_index {__version__}",
+                        help="print the version of poincare_index and exit")  # fmt: skip
     sub = parser.add_subparsers(dest="command")
     demo = sub.add_parser(
         "demo",
@@ -24,10 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
         "print recall and speed against the exact index; then show time at work in a Memory",
     )
     demo.add_argument("--n", type=_positive, default=50_000, help="database points (default 50000)")
-    demo.add_argument("--dim", type=_positive, default=32, help="dimension (default 32)")
+    demo.add_argument("--dim", type=_int_at_least(2, " (the demo's generated hierarchy needs it)"),
+                      default=32, help="dimension, >= 2 (default 32)")  # fmt: skip
     demo.add_argument("--queries", type=_positive, default=500, help="held-out queries (default 500)")
     demo.add_argument("--k", type=_positive, default=10, help="neighbours per query (default 10)")
-    demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    demo.add_argument("--seed", type=_int_at_least(0), default=0, help="random seed, >= 0 (default 0)")
     demo.add_argument("--threads", type=_positive, default=None, help="threads (default: all cores)")
     info = sub.add_parser(
         "info",
@@ -40,7 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
         "inspect", help="serve a local web page showing a memory store or saved index in the Poincaré disk"
     )
     inspect.add_argument("path", help="a Memory store directory (or one namespace in it) or a saved index")
-    inspect.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (default 8765; 0: any)")
+    inspect.add_argument(
+        "--port", type=_port, default=8765, help="port on 127.0.0.1, 0..65535 (default 8765; 0: any free one)"
+    )
     inspect.add_argument("--namespace", default=None, help="the namespace, when the store has several")
     inspect.add_argument(
         "--allow-writes", action="store_true", help="open for writing so that searches count accesses"
@@ -106,13 +140,16 @@ def _print_tree(doc: object, indent: str = "") -> None:
 
 def _inspect(args: argparse.Namespace) -> int:
     from ._core import IndexFormatError
-    from .inspector import InspectorServer, open_store
+    from .inspector import InspectorServer, store_loader
     from .memory import StoreLockedError
 
+    refused = (FileNotFoundError, IndexFormatError, StoreLockedError, ValueError, OSError)
+    # What takes no time is checked before the URL is shown (a missing store, a namespace to
+    # choose, a port in use); the store is opened and projected while the server already answers.
     try:
-        view = open_store(args.path, args.namespace, args.allow_writes, args.half_life_hours)
-        server = InspectorServer(view, args.port)
-    except (FileNotFoundError, IndexFormatError, StoreLockedError, ValueError, OSError) as exc:
+        loader = store_loader(args.path, args.namespace, args.allow_writes, args.half_life_hours)
+        server = InspectorServer(loader, args.port).start()
+    except refused as exc:
         print(f"poincare-index inspect: {exc}", file=sys.stderr)
         return 2
     print(f"inspector for {args.path} at {server.url} (127.0.0.1 only; Ctrl-C stops)", flush=True)
@@ -121,11 +158,21 @@ def _inspect(args: argparse.Namespace) -> int:
 
         webbrowser.open(server.url)
     try:
-        server.serve_forever()
+        try:
+            view = server.wait_ready()
+        except refused as exc:
+            print(f"poincare-index inspect: {exc}", file=sys.stderr)
+            return 2
+        what = "memories" if view.memory is not None else "points"
+        print(f"loaded {len(view.ids):,} {what} in {server.status()['elapsed_s']:.1f} s", flush=True)
+        while True:
+            time.sleep(3600)
     except KeyboardInterrupt:
         pass
     finally:
-        server.httpd.server_close()
+        server.close()
+        if server.view is not None and server.view.memory is not None:
+            server.view.memory.close()
     return 0
 
 

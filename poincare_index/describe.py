@@ -4,6 +4,7 @@ way the loaders read it (validated), and nothing is written."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,37 @@ import numpy as np
 
 from . import _time
 
-__all__ = ["describe"]
+__all__ = ["describe", "check_json_file"]
+
+_EXCERPT = 24  # characters of a broken JSON file quoted around the error
+
+
+def check_json_file(path: Path, what: str) -> None:
+    """IndexFormatError naming ``path`` when it is not JSON text: "is not a valid ``what``",
+    why, and at most a short excerpt (never a dump of its bytes). Whether the JSON holds the
+    right fields is the loaders' check; a file that cannot be read is left to them too."""
+    from ._core import IndexFormatError
+
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise IndexFormatError(
+            f"{path} is not a valid {what}: it is not UTF-8 text (byte {exc.start} is 0x{raw[exc.start]:02x})"
+        ) from None
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        excerpt = text[max(0, exc.pos - _EXCERPT // 2) : exc.pos + _EXCERPT // 2]
+        raise IndexFormatError(
+            f"{path} is not a valid {what}: it is not JSON ({exc.msg} at line {exc.lineno}, "
+            f"column {exc.colno}, near {excerpt!r})"
+        ) from None
+    except RecursionError:
+        raise IndexFormatError(f"{path} is not a valid {what}: its JSON nests too deeply") from None
 
 
 def _bytes_under(path: Path) -> int:
@@ -31,6 +62,7 @@ def _time_range(t_us: np.ndarray) -> dict[str, str] | None:
 def describe_index(path: Path) -> dict[str, Any]:
     from .io import FORMAT_VERSION, read_index
 
+    check_json_file(path / "manifest.json", "manifest of a saved index")
     index = read_index(path, num_threads=1)
     cols = index._columns
     live = index._core.live_slots()
@@ -58,6 +90,7 @@ def describe_store(root: Path) -> dict[str, Any]:
     names = Memory.namespaces(root)
     spaces = []
     for name in names:
+        check_json_file(root / name / "config.json", "store configuration")
         with Memory(path=root, namespace=name, read_only=True, num_threads=1) as mem:
             table = mem.to_arrow()
             t_us = table.column("t").cast("int64").to_numpy() if table.num_rows else np.zeros(0, np.int64)

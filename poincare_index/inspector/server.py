@@ -12,25 +12,37 @@ the package (no CDN, no network), JSON endpoints answered by a StoreView.
     GET /api/weights?at=ISO&format=f32      the same as little-endian float32 (-inf included)
     GET /api/search?q=&at=&k=&field=&value=     ranked results with the score breakdown
     GET /api/point?id=          one point's fields
+    GET /api/status             {"state": "loading" | "ready" | "failed", "stage", "elapsed_s", "error"}
 
 Every /api/ answer carries ``X-Generation``: the view's refresh count when it was computed, so
 the page can tell arrays of one state of the store from arrays of the next.
+
+The server can listen before its view exists: given a loader, it builds the view in a thread of
+its own (opening a large store and projecting its points takes seconds). Meanwhile ``/`` is a
+small page that says what is loading and reloads itself every second, and every other /api/
+endpoint answers 503 with the status above (``Retry-After: 1``); a load that fails answers 500
+with its error.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import threading
+import time
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import parse_qs, urlparse
 
 from .data import StoreView
 
-__all__ = ["InspectorServer", "parse_time"]
+__all__ = ["InspectorServer", "parse_time", "Loader"]
+
+# Builds the view in the server's loading thread; it reports what it is doing through its argument.
+Loader = Callable[[Callable[[str], None]], StoreView]
 
 _STATIC = {"app.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"}
 # Sent with every answer: the page runs only its own script and style, talks only to this
@@ -82,8 +94,30 @@ def host_allowed(host_header: str | None, port: int) -> bool:
     return any(host == f"{name}:{port}" or (port == 80 and host == name) for name in LOOPBACK_NAMES)
 
 
+def _waiting_page(status: dict[str, Any]) -> bytes:
+    """The page while the view loads (it reloads itself every second: the script of the real
+    page may run only once there is data) or after its load failed (it stays)."""
+    if status["state"] == "failed":
+        head, word, summary, css = "", "failed", "failed", ' class="error"'
+        text, bar = f"error: {status['error']}", ""
+    else:
+        head, word, summary, css = '<meta http-equiv="refresh" content="1">\n', "loading", "loading…", ""
+        text = f"{status['stage']}… ({status['elapsed_s']:.0f} s)"
+        bar = '<progress id="loading-bar" max="1"></progress>'
+    return (
+        '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"{head}<title>poincare_index inspector ({word})</title>\n"
+        '<link rel="stylesheet" href="/static/style.css">\n</head>\n<body>\n'
+        f'<header><h1>poincare_index inspector</h1><span id="summary"{css}>{summary}</span></header>\n'
+        '<main><section id="view"><canvas width="720" height="720"></canvas>\n'
+        f'<div id="loading" role="status" aria-live="polite" data-state="{status["state"]}">'
+        f'<span id="loading-text"{css}>{html.escape(text)}</span>{bar}</div>\n'
+        "</section></main>\n</body>\n</html>\n"
+    ).encode()
+
+
 class _Handler(BaseHTTPRequestHandler):
-    view: StoreView  # set on the subclass made per server
+    owner: InspectorServer  # set on the subclass made per server
     lock: threading.Lock
     # Seconds a connection may sit without sending its request (or reading the answer) before
     # its thread gives up: idle sockets cannot pile up server threads.
@@ -113,11 +147,24 @@ class _Handler(BaseHTTPRequestHandler):
             return
         url = urlparse(self.path)
         q = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        owner = self.owner
         try:
-            if url.path in ("/", "/index.html"):
+            if url.path == "/api/status":
+                self._json(200, owner.status())
+            elif url.path in ("/", "/index.html") and owner.view is None:
+                status = owner.status()
+                code = 500 if status["state"] == "failed" else 200
+                self._send(code, _waiting_page(status), "text/html; charset=utf-8")
+            elif url.path in ("/", "/index.html"):
                 self._send(200, _static("index.html"), "text/html; charset=utf-8")
             elif url.path.startswith("/static/") and url.path[8:] in _STATIC:
                 self._send(200, _static(url.path[8:]), _STATIC[url.path[8:]])
+            elif url.path.startswith("/api/") and owner.view is None:
+                status = owner.status()
+                if status["state"] == "failed":
+                    self._json(500, status)
+                else:
+                    self._json(503, status, {"Retry-After": "1"})
             elif url.path.startswith("/api/"):
                 # One request at a time reads the view: a live Memory's changes swap its arrays.
                 with self.lock:
@@ -136,6 +183,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(400, {"error": str(exc)})
         except Exception as exc:  # never drop the connection without an answer
             self._json(500, {"error": f"{type(exc).__name__}: {exc}"})
+
+    @property
+    def view(self) -> StoreView:
+        view = self.owner.view
+        assert view is not None  # do_GET answers /api/ from the view only once it is loaded
+        return view
 
     def _api(self, path: str, q: dict[str, str]) -> tuple[int, Any]:
         fmt = q.get("format", "json")
@@ -177,16 +230,83 @@ class InspectorHTTPServer(ThreadingHTTPServer):
 
 class InspectorServer:
     """Serves one StoreView on 127.0.0.1:port (0: any free port) from a background thread.
-    ``connection_timeout``: seconds a connection may stay silent before it is closed."""
+    ``connection_timeout``: seconds a connection may stay silent before it is closed.
 
-    def __init__(self, view: StoreView, port: int = 0, *, connection_timeout: float = 5.0) -> None:
+    ``view`` may be a loader instead: a function that builds the StoreView, given a callback to
+    report its stage ("opening the store at ..."). The server then listens at once and answers
+    with a loading state (see the module docstring) while the loader runs in a thread of its
+    own; :meth:`wait_ready` waits for it (and raises what it raised)."""
+
+    def __init__(self, view: StoreView | Loader, port: int = 0, *, connection_timeout: float = 5.0) -> None:
         if not connection_timeout > 0:
             raise ValueError(f"connection_timeout must be > 0 seconds, got {connection_timeout!r}")
-        attrs = {"view": view, "lock": threading.Lock(), "timeout": float(connection_timeout)}
+        if not isinstance(view, StoreView) and not callable(view):
+            raise TypeError(f"view must be a StoreView or a loader function, got {type(view).__name__}")
+        attrs = {"owner": self, "lock": threading.Lock(), "timeout": float(connection_timeout)}
         handler = type("Handler", (_Handler,), attrs)
-        self.view = view
+        self._view: StoreView | None = view if isinstance(view, StoreView) else None
+        self._loaded = threading.Event()
+        self._error: BaseException | None = None
+        self._stage = "ready"
+        self._started = time.monotonic()
+        self._load_s = 0.0
         self.httpd = InspectorHTTPServer(("127.0.0.1", port), handler)
         self._thread: threading.Thread | None = None
+        if self._view is not None:
+            self._loaded.set()
+        else:
+            # Started once the socket listens: a port in use is refused before any loading.
+            self._stage = "loading"
+            threading.Thread(
+                target=self._load, args=(view,), name="poincare-inspector-load", daemon=True
+            ).start()
+
+    def _load(self, loader: Loader) -> None:
+        def report(stage: str) -> None:
+            self._stage = str(stage)
+
+        try:
+            view = loader(report)
+            if not isinstance(view, StoreView):
+                raise TypeError(f"the inspector's loader returned {type(view).__name__}, not a StoreView")
+            self._view = view
+            self._stage = "ready"
+        except BaseException as exc:  # served to the page and raised by wait_ready
+            self._error = exc
+            self._stage = "failed"
+        finally:
+            self._load_s = time.monotonic() - self._started
+            self._loaded.set()
+
+    @property
+    def view(self) -> StoreView | None:
+        """The StoreView served (None while it loads, or when its load failed)."""
+        return self._view
+
+    def status(self) -> dict[str, Any]:
+        """What /api/status answers: the state, the loader's stage, seconds spent loading (so
+        far, or in all), and the load's error."""
+        if self._view is not None:
+            state = "ready"
+        else:
+            state = "failed" if self._error is not None else "loading"
+        done = self._loaded.is_set()
+        return {
+            "state": state,
+            "stage": self._stage,
+            "elapsed_s": round(self._load_s if done else time.monotonic() - self._started, 3),
+            "error": None if self._error is None else f"{type(self._error).__name__}: {self._error}",
+        }
+
+    def wait_ready(self, timeout: float | None = None) -> StoreView:
+        """Waits for the view; raises the loader's exception if it failed, TimeoutError if it
+        is still loading after ``timeout`` seconds."""
+        if not self._loaded.wait(timeout):
+            raise TimeoutError(f"the inspector is still loading after {timeout} s ({self._stage})")
+        if self._error is not None:
+            raise self._error
+        assert self._view is not None
+        return self._view
 
     @property
     def url(self) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime
 from typing import Any
 
@@ -28,11 +28,12 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from ..filters import day_numbers
-from ..geometry import distance
+from ..geometry import BALL_MARGIN, distance
 
 __all__ = [
     "encode_metadata", "decode_metadata", "check_kinds", "metadata_filter", "resolve_missing",
-    "mmr_select", "upsert", "write_copy",
+    "mmr_select", "upsert", "write_copy", "embedding_rows", "check_unique_ids", "check_in_ball",
+    "MAX_TANGENT_NORM",
 ]  # fmt: skip
 
 JSON_COLUMN = "metadata_json"
@@ -40,6 +41,9 @@ PREFIX = "metadata."
 DATE_PREFIX = "metadata_date."  # dates, as day numbers (see the module docstring)
 _EPOCH_DAY = date(1970, 1, 1).toordinal()
 _DATETIME, _DATE = "__poincare_datetime__", "__poincare_date__"  # tags of the JSON text
+# expmap0 of a tangent vector longer than this rounds onto the ball's boundary in float32 (the
+# index refuses it): measured 8.74 at 384-d, 9.02 at 1-d.
+MAX_TANGENT_NORM = 8.5
 
 
 def encode_metadata(metadata: Mapping[str, Any] | None, where: str) -> dict[str, Any]:
@@ -290,3 +294,60 @@ def upsert(memory: Any, ids: Sequence[str], texts: Sequence[str], metas: Sequenc
             old = memory[doc_id].metadata
             replacement = {key: None for key in old if key not in metas[i]} | dict(metas[i])
             memory.update(doc_id, texts[i], metadata=replacement, vector=points[i])
+
+
+def embedding_rows(rows: Any, n: int, returned: str, label: Callable[[int], str]) -> NDArray[np.float64]:
+    """What an embeddings object returned for ``n`` inputs as an (n, d) float64 array.
+    ValueError starting with ``returned`` (e.g. "OpenAIEmbeddings.embed_documents returned")
+    for a count other than ``n`` or vectors of different lengths (naming the first differing row
+    by ``label(i)``, and both lengths)."""
+    try:
+        arr = np.asarray(rows, dtype=np.float64)
+    except (ValueError, TypeError):
+        arr = None  # ragged or not numbers: told apart below
+    if arr is not None and arr.ndim == 2 and arr.shape[0] == n:
+        return arr
+    try:
+        count = len(rows)
+    except TypeError:
+        raise TypeError(f"{returned} a {type(rows).__name__}, not a list of vectors") from None
+    if count != n:
+        raise ValueError(f"{returned} {count} vectors for {n} inputs")
+    lengths = [len(row) if hasattr(row, "__len__") else 1 for row in rows]
+    for i, length in enumerate(lengths):
+        if length != lengths[0]:
+            raise ValueError(
+                f"{returned} vectors of different lengths: {label(i)} has length {length}, "
+                f"{label(0)} has length {lengths[0]}"
+            )
+    if arr is None:
+        raise TypeError(f"{returned} vectors that are not lists of numbers")
+    raise ValueError(f"{returned} an array of shape {arr.shape}, not one vector per input")
+
+
+def check_unique_ids(ids: Sequence[str], where: str = "ids") -> None:
+    """ValueError naming the first id given more than once and its positions: within one call an
+    id names one document (an id already stored is replaced, as LangChain's stores do)."""
+    seen: set[str] = set()
+    for doc_id in ids:
+        if doc_id in seen:
+            at = [j for j, other in enumerate(ids) if other == doc_id]
+            places = ", ".join(f"{where}[{j}]" for j in at[:-1]) + f" and {where}[{at[-1]}]"
+            raise ValueError(
+                f"id {doc_id!r} is given {len(at)} times in one call ({places}); each id may appear "
+                "once per call (an id already in the store is replaced)"
+            )
+        seen.add(doc_id)
+
+
+def check_in_ball(points: NDArray[Any], label: Callable[[int], str], why: Callable[[int], str]) -> None:
+    """ValueError naming the first row of ``points`` that is not finite or not strictly inside
+    the Poincaré ball (the index's own margin), with ``why(i)``: what the user can change."""
+    p = np.asarray(points, dtype=np.float64)
+    sq = np.einsum("ij,ij->i", p, p)
+    bad = np.flatnonzero(~(sq < 1.0 - BALL_MARGIN))
+    if bad.size:
+        i = int(bad[0])
+        if not np.isfinite(sq[i]):
+            raise ValueError(f"{label(i)}: its embedding contains NaN or Inf")
+        raise ValueError(f"{label(i)}: {why(i)}")

@@ -37,11 +37,15 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "(from a checkout of poincare_index)"
     ) from exc
 
-from ..embed import CallableEmbedder, HashingEmbedder
+from ..embed import CallableEmbedder, HashingEmbedder, as_texts
 from ..memory import Memory
 from ._documents import (
+    MAX_TANGENT_NORM,
+    check_in_ball,
     check_kinds,
+    check_unique_ids,
     decode_metadata,
+    embedding_rows,
     encode_metadata,
     metadata_filter,
     mmr_select,
@@ -108,23 +112,44 @@ class PoincareVectorStore(VectorStore):
         if isinstance(embedding, PoincareEmbeddings):
             self._open(embedding.embedder)
         elif dim is not None or path is not None:
-            if dim is None and path is not None and namespace in Memory.namespaces(path):
-                dim = Memory.stored_embedder(path, namespace)[1]  # no probe call needed
+            if path is not None and namespace in Memory.namespaces(path):
+                dim = self._stored_dim(path, namespace, dim)
             self._open(self._callable_embedder(dim if dim is not None else self._probe_dim()))
 
     # ---- the Memory underneath ----------------------------------------------------------
     def _probe_dim(self) -> int:
         return len(self._embedding.embed_query("dimension probe"))
 
-    def _callable_embedder(self, dim: int) -> CallableEmbedder:
+    def _embedder_name(self) -> str:
         cls = type(self._embedding)
         # The mapping settings are part of the name a store records: reopening with others is
         # refused instead of mixing two mappings in one index.
-        name = (
+        return (
             f"langchain:{cls.__module__}.{cls.__qualname__}:normalize={self._normalize}:scale={self._scale:g}"
         )
+
+    def _stored_dim(self, path: str | os.PathLike[str], namespace: str, dim: int | None) -> int:
+        """The dimension of the store at ``path``, checked against these embeddings (by the
+        name the store records: no embedding call when it matches) and ``dim``."""
+        stored_name, stored_dim = Memory.stored_embedder(path, namespace)
+        name = self._embedder_name()
+        if name != stored_name:
+            # Refused either way; one probe call makes the message say what these embeddings give.
+            given = dim if dim is not None else self._probe_dim()
+            raise ValueError(
+                f"embedder mismatch: the store at {path} (namespace {namespace!r}) was built with "
+                f"embedder {stored_name!r} of dim {stored_dim}; the given embeddings are {name!r}, "
+                f"of dim {given}"
+            )
+        if dim is not None and dim != stored_dim:
+            raise ValueError(
+                f"dim={dim}, but the store at {path} (namespace {namespace!r}) holds dimension {stored_dim}"
+            )
+        return stored_dim
+
+    def _callable_embedder(self, dim: int) -> CallableEmbedder:
         return CallableEmbedder(
-            self._embedding.embed_documents, int(dim), name, scale=self._scale, normalize=self._normalize
+            self._raw_documents, int(dim), self._embedder_name(), scale=self._scale, normalize=self._normalize
         )
 
     def _open(self, embedder: Any) -> Memory:
@@ -141,22 +166,69 @@ class PoincareVectorStore(VectorStore):
     def embeddings(self) -> Embeddings:
         return self._embedding
 
+    def _raw_documents(self, texts: list[str]) -> np.ndarray:
+        """The embeddings' vectors of ``texts``, checked: one per text, all of one length (the
+        store's, once it has one)."""
+        what = f"{type(self._embedding).__name__}.embed_documents"
+        raw = embedding_rows(
+            self._embedding.embed_documents(texts), len(texts), f"{what} returned",
+            lambda i: f"row {i} (texts[{i}])",
+        )  # fmt: skip
+        if self._embedder is not None and raw.shape[1] != self._embedder.dim:
+            raise ValueError(
+                f"{what} returned vectors of length {raw.shape[1]}, but the store holds dimension "
+                f"{self._embedder.dim} (built with {self._embedder.name!r})"
+            )
+        return raw
+
     def _embed_documents(self, texts: list[str]) -> np.ndarray:
+        if isinstance(self._embedding, PoincareEmbeddings):
+            return self._embedder.embed(texts)  # type: ignore[no-any-return]
+        raw = self._raw_documents(texts)
         if self._embedder is None:
-            raw = np.asarray(self._embedding.embed_documents(texts), dtype=np.float64)
-            if raw.ndim != 2 or raw.shape[0] != len(texts):
-                raise ValueError(f"the embedding returned shape {raw.shape} for {len(texts)} texts")
             self._open(self._callable_embedder(raw.shape[1]))
-            return self._embedder.to_ball(raw, len(texts))
-        return self._embedder.embed(texts)
+        points = self._embedder.to_ball(raw, len(texts))
+        self._check_in_ball(points, raw, lambda i: f"texts[{i}]")
+        return points  # type: ignore[no-any-return]
 
     def _to_ball(self, vector: Sequence[float]) -> np.ndarray:
         """A query vector of the embedding, in the ball (ours are there already)."""
         if isinstance(self._embedding, PoincareEmbeddings):
             return np.asarray([vector], dtype=np.float32)
+        raw = np.asarray([vector], dtype=np.float64)
+        if raw.ndim != 2:
+            raise ValueError(f"the query embedding must be a list of numbers, got shape {raw.shape[1:]}")
         if self._embedder is None:
-            self._open(self._callable_embedder(len(vector)))
-        return self._embedder.to_ball([list(vector)], 1)  # type: ignore[no-any-return]
+            self._open(self._callable_embedder(raw.shape[1]))
+        elif raw.shape[1] != self._embedder.dim:
+            raise ValueError(
+                f"the query embedding has length {raw.shape[1]}, but the store holds dimension "
+                f"{self._embedder.dim} (built with {self._embedder.name!r})"
+            )
+        points = self._embedder.to_ball(raw, 1)
+        self._check_in_ball(points, raw, lambda i: "the query embedding")
+        return points  # type: ignore[no-any-return]
+
+    def _check_in_ball(self, points: np.ndarray, raw: np.ndarray, label: Callable[[int], str]) -> None:
+        """A point on the ball's boundary, said in the terms of this store's options (a LangChain
+        user sets normalize and scale, and never calls project())."""
+
+        def why(i: int) -> str:
+            if self._normalize:
+                return (
+                    f"scale={self._scale:g} puts every embedding on the boundary of the Poincaré ball; "
+                    f"use a scale below {MAX_TANGENT_NORM:g}"
+                )
+            norms = np.linalg.norm(raw, axis=1)
+            fits = MAX_TANGENT_NORM / float(norms.max()) if norms.max() > 0 else self._scale
+            return (
+                f"its embedding has norm {norms[i]:.4g}, and with normalize=False a vector whose norm "
+                f"times scale (here {self._scale:g}) exceeds {MAX_TANGENT_NORM:g} lands on the boundary "
+                f"of the Poincaré ball; use normalize=True (the default), or scale={fits:.2g} or "
+                "less to shrink the embeddings"
+            )
+
+        check_in_ball(points, label, why)
 
     # ---- writes -------------------------------------------------------------------------
     def add_texts(
@@ -168,8 +240,9 @@ class PoincareVectorStore(VectorStore):
         **kwargs: Any,
     ) -> list[str]:
         """Adds (or, for an id already stored, replaces) each text with its metadata; returns
-        the ids (new ones are uuid4 hex). Metadata is validated before anything is written."""
-        texts = list(texts)
+        the ids (new ones are uuid4 hex). An id given twice in one call is refused (ValueError);
+        texts, ids and metadata are validated before anything is written."""
+        texts = as_texts(texts)  # TypeError naming texts[i]
         n = len(texts)
         for name, given in (("metadatas", metadatas), ("ids", ids)):
             if given is not None and len(given) != n:
@@ -178,6 +251,7 @@ class PoincareVectorStore(VectorStore):
         for i, doc_id in enumerate(out_ids):
             if not isinstance(doc_id, str):
                 raise TypeError(f"text {i}: id must be a str, got {type(doc_id).__name__}")
+        check_unique_ids(out_ids)
         encoded = [encode_metadata((metadatas or [None] * n)[i], f"text {i}") for i in range(n)]
         if n == 0:
             return []

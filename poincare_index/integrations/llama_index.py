@@ -21,10 +21,11 @@ become our filters inside the search; operators without an equivalent are refuse
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +56,12 @@ from ..embed import CallableEmbedder
 from ..memory import Memory
 from ..memory.store import NamespaceDir
 from ._documents import (
+    MAX_TANGENT_NORM,
     PREFIX,
+    check_in_ball,
     check_kinds,
     decode_metadata,
+    embedding_rows,
     encode_metadata,
     mmr_select,
     resolve_missing,
@@ -118,6 +122,15 @@ def _check_replaceable(target: Path) -> None:
             f"{target} holds files that are not a memory store ({', '.join(sorted(others)[:3]) or 'empty'}); "
             "persist() replaces only a store it wrote"
         )
+
+
+def _alpha(value: Any) -> float:
+    """VectorStoreQuery.alpha checked: the vector share of a hybrid query, in [0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"alpha must be a number in [0, 1], got {type(value).__name__}")
+    if not (math.isfinite(value) and 0.0 <= value <= 1.0):
+        raise ValueError(f"alpha must be in [0, 1], got {value:g}")
+    return float(value)
 
 
 def _no_embedding(texts: list[str]) -> Any:
@@ -258,12 +271,19 @@ class PoincareVectorStore(BasePydanticVectorStore):
             if emb is None:
                 raise ValueError(f"node {i} ({node.node_id}) has no embedding")
             raw.append(emb)
-        raw_arr = np.asarray(raw, dtype=np.float64)
-        if raw_arr.ndim != 2:
-            raise ValueError("node embeddings differ in length")
+
+        def label(i: int) -> str:
+            return f"nodes[{i}] ({nodes[i].node_id!r})"
+
+        raw_arr = embedding_rows(raw, len(raw), "the nodes' embeddings are", label)
         if self._memory is None:
             self._open(raw_arr.shape[1])
-        points = self._points(raw_arr)
+        elif raw_arr.shape[1] != self.dim:
+            raise ValueError(
+                f"{label(0)}: its embedding has length {raw_arr.shape[1]}, but the store holds "
+                f"dimension {self.dim}"
+            )
+        points = self._points(raw_arr, label)
         texts = [node.get_content(metadata_mode=MetadataMode.NONE) for node in nodes]
         metas = [
             encode_metadata(node_to_metadata_dict(node, remove_text=True, flat_metadata=False), f"node {i}")
@@ -351,7 +371,7 @@ class PoincareVectorStore(BasePydanticVectorStore):
                 results = mem.search(query.query_str, k=k, mode="keyword", filters=condition, touch=False,
                                      vector=np.zeros((1, self.dim or 1), dtype=np.float32))  # fmt: skip
             else:
-                alpha = 0.5 if query.alpha is None else float(query.alpha)
+                alpha = 0.5 if query.alpha is None else _alpha(query.alpha)
                 results = mem.search(
                     query.query_str, k=query.hybrid_top_k or k, mode="hybrid", filters=condition, touch=False,
                     vector=self._query_point(query), keyword_weight=1.0 - alpha,
@@ -367,16 +387,47 @@ class PoincareVectorStore(BasePydanticVectorStore):
     def _query_point(self, query: VectorStoreQuery) -> np.ndarray:
         if query.query_embedding is None:
             raise ValueError("this query mode needs query_embedding")
-        return self._points(np.asarray([query.query_embedding], dtype=np.float64))
+        raw = np.asarray([query.query_embedding], dtype=np.float64)
+        if raw.ndim != 2 or raw.shape[1] != self.dim:
+            raise ValueError(
+                f"query_embedding has length {raw.shape[-1]}, but the store holds dimension {self.dim}"
+            )
+        return self._points(raw, lambda i: "query_embedding")
 
-    def _points(self, raw: np.ndarray) -> np.ndarray:
-        """Embeddings as points in the ball: mapped there, or (input_space="ball") as given;
-        the index refuses a point outside the ball by row."""
+    def _points(self, raw: np.ndarray, label: Callable[[int], str]) -> np.ndarray:
+        """Embeddings (of the store's dimension) as points in the ball: mapped there, or
+        (input_space="ball") as given; ValueError naming ``label(row)`` for a point that is not
+        inside the ball, saying which option to change."""
         if self.input_space == "ball":
-            if raw.shape[1] != self.dim:
-                raise ValueError(f"embeddings have dimension {raw.shape[1]}, the store has {self.dim}")
-            return raw.astype(np.float32)
-        return self._embedder.to_ball(raw, raw.shape[0])  # type: ignore[no-any-return]
+            points = raw.astype(np.float32)
+
+            def why(i: int) -> str:
+                return (
+                    f"its embedding has norm {np.linalg.norm(raw[i]):.4g}: with input_space='ball' "
+                    "embeddings must be points inside the Poincaré ball (norm below 1, as "
+                    "PoincareEmbedding's are); use input_space='euclidean' for other models"
+                )
+
+        else:
+            points = self._embedder.to_ball(raw, raw.shape[0])
+
+            def why(i: int) -> str:
+                if self.normalize:
+                    return (
+                        f"scale={self.scale:g} puts every embedding on the boundary of the Poincaré "
+                        f"ball; use a scale below {MAX_TANGENT_NORM:g}"
+                    )
+                norms = np.linalg.norm(raw, axis=1)
+                fits = MAX_TANGENT_NORM / float(norms.max()) if norms.max() > 0 else self.scale
+                return (
+                    f"its embedding has norm {norms[i]:.4g}, and with normalize=False a vector whose "
+                    f"norm times scale (here {self.scale:g}) exceeds {MAX_TANGENT_NORM:g} lands on the "
+                    f"boundary of the Poincaré ball; use normalize=True (the default), or "
+                    f"scale={fits:.2g} or less to shrink the embeddings"
+                )
+
+        check_in_ball(points, label, why)
+        return points  # type: ignore[no-any-return]
 
     # ---- files --------------------------------------------------------------------------
     def persist(self, persist_path: str, fs: Any = None) -> None:
