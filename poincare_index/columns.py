@@ -495,16 +495,12 @@ class ColumnStore:
             if table.column(name).null_count:
                 raise IndexFormatError(f"{path}: column {name} has missing values")
 
-        def ints(name: str, missing: int) -> NDArray[np.int64]:
-            col = table.column(name).combine_chunks().cast(pa.int64())
-            return np.asarray(col.fill_null(missing).to_numpy(zero_copy_only=False), dtype=np.int64)
-
         store = cls()
         store._grow(n)
-        ids = ints("id", 0)
+        ids = _int_column(table, "id", 0)
         if not np.array_equal(ids, expected_ids):
             raise IndexFormatError(f"{path}: the id column disagrees with the vectors file")
-        store._t[:n] = ints("t", 0)
+        store._t[:n] = _int_column(table, "t", 0)
         rows = np.arange(n, dtype=np.int64)
         store._write(store._ids, rows, ids)
         del ids
@@ -516,7 +512,7 @@ class ColumnStore:
             ):
                 if table.column(name).null_count == n:  # every end open: nothing to hold
                     continue
-                arr = ints(name, open_value)
+                arr = _int_column(table, name, open_value)
                 _time._check_range(arr, arr == open_value, name)
                 store._write(col, rows, arr)
             if store._valid_from.allocated or store._valid_until.allocated:
@@ -562,3 +558,9 @@ def check_window(valid_from: NDArray[np.int64], valid_until: NDArray[np.int64]) 
             f"row {row}: valid_until ({_time.micros_to_datetime(int(valid_until[row]))}) is not after "
             f"valid_from ({_time.micros_to_datetime(int(valid_from[row]))})"
         )
+
+
+def _int_column(table: Any, name: str, missing: int) -> NDArray[np.int64]:
+    """A column of a loaded table as int64, ``missing`` for its nulls."""
+    col = table.column(name).combine_chunks().cast(pa.int64())
+    return np.asarray(col.fill_null(missing).to_numpy(zero_copy_only=False), dtype=np.int64)
