@@ -129,3 +129,17 @@ def as_num_threads(value: Any) -> int:
         except AttributeError:  # pragma: no cover - not Linux
             return max(1, os.cpu_count() or 1)
     return as_positive_int(value, "num_threads")
+
+
+def as_texts(texts: Any, where: str = "texts") -> list[str]:
+    """A list of str, or TypeError naming the first bad entry."""
+    if isinstance(texts, str):
+        raise TypeError(f"{where} must be a sequence of str, not one str")
+    try:
+        out = list(texts)
+    except TypeError:
+        raise TypeError(f"{where} must be a sequence of str, got {type(texts).__name__}") from None
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            raise TypeError(f"{where}[{i}] must be a str, got {type(t).__name__}")
+    return out

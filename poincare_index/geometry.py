@@ -11,7 +11,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["BALL_MARGIN", "distance", "depth", "expmap0", "logmap0", "project"]
+__all__ = ["BALL_MARGIN", "distance", "depth", "expmap0", "logmap0", "project", "at_depth"]
 
 #: Points with ``c|x|^2 >= 1 - BALL_MARGIN`` (in float64, after the float32 cast) are refused by
 #: the indexes. float32 can hold radii up to ``1 - 6e-8`` (``c|x|^2`` about ``1 - 1.2e-7``), so
@@ -130,3 +130,12 @@ def project(x: ArrayLike, eps: float = 1e-5, curvature: float = 1.0) -> NDArray[
                 break
             out[over] = (out[over].astype(np.float64) * (1.0 - 2.0**-22)).astype(np.float32)
     return out
+
+
+def at_depth(v: NDArray[np.float64], depth: float) -> NDArray[np.float32]:
+    """The directions of the rows of ``v`` at hyperbolic distance ``depth`` from the origin
+    (curvature 1), float32; zero rows stay at the origin (an embedder's texts on one sphere)."""
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    unit = np.divide(v, norms, out=np.zeros_like(v), where=norms > 0)
+    # expmap0 maps tangent norm r to ball norm tanh(r), at hyperbolic depth 2r.
+    return expmap0(unit * (depth / 2.0)).astype(np.float32)

@@ -75,11 +75,53 @@ def test_analyze_unicode_words_emoji_and_combining_marks():
     assert analyze("हिन्दी भाषा") == ["हिन्दी", "भाषा"]  # vowel signs (combining) stay in the word
     assert analyze("مُحَمَّد") == ["مُحَمَّد"]
     assert analyze("cafe\u0301") == analyze("café") == ["café"]  # NFC: decomposed equals composed
-    assert analyze("👍") == analyze("🎉🔥 !!! ...") == analyze("👍🏽") == []  # no word: no term
-    assert analyze("1\ufe0f\u20e3 ❤\ufe0f") == ["1"]  # a keycap is its digit; a variation selector no word
 
 
-@given(st.text(alphabet=st.sampled_from(list("abcxyzABC019_' .,-!\n")), max_size=40))
+def test_analyze_symbols_are_terms_and_punctuation_alone_its_runs():
+    # A non-ASCII symbol is a term of its own, wherever it stands; ASCII symbols and punctuation
+    # are not, unless a text holds nothing else.
+    assert analyze("👍") == ["👍"]
+    assert analyze("🎉🔥 !!! ...") == ["🎉", "🔥"]
+    assert analyze("👍🏽") == ["👍", "🏽"]  # the skin tone (Sk) apart: "👍" finds it
+    assert analyze("hot 🔥 take, 5€ © 2024 ≤ ∑") == ["hot", "🔥", "take", "5", "€", "©", "2024", "≤", "∑"]
+    assert analyze("1\ufe0f\u20e3 ❤\ufe0f") == [
+        "1",
+        "❤",
+    ]  # a keycap is its digit; a variation selector nothing
+    assert analyze("👨\u200d👩\u200d👧") == ["👨", "👩", "👧"]  # a ZWJ sequence: its people
+    assert analyze("x = 7 + y | z") == ["x", "7", "y", "z"]  # ASCII operators as before
+    assert analyze("!!! ...") == ["!!!", "..."]
+    assert analyze(":-) ;)") == [":-)", ";)"]
+    assert analyze("\u200b") == ["\u200b"]  # zero-width alone
+    assert analyze("+") == ["+"]
+    for nothing in ["", " \n\t", "\u3000", "the of a", "it's"]:
+        assert analyze(nothing) == [], nothing  # white space or stop words: no term, no runs
+
+
+def test_analyze_caps_a_long_term_by_a_digest_of_it():
+    # A hex dump or a DNA string is one word: kept as its head and a digest, so one token costs
+    # the index ~220 bytes whatever its length, and equal words stay equal terms.
+    rng = np.random.default_rng(5)
+    hex_word = "".join(rng.choice(list("0123456789abcdef"), size=100_000))
+    term = analyze(hex_word)
+    assert len(term) == 1 and len(term[0]) == 200 + 1 + 16
+    assert term[0].startswith(hex_word[:200]) and term[0][200] == "\u2026"
+    assert analyze(hex_word.upper()) == term  # analysed (lower-cased) first
+    assert analyze(hex_word[:-1] + "z") != term  # same head, another word: another term
+    assert analyze("x" * 255) == ["x" * 255]  # up to 255 characters: itself
+    assert len(analyze("x" * 256)[0]) == 217
+    assert len(analyze("é" * 256)[0]) == 217  # the Unicode path likewise
+    assert len(analyze("!" * 1000)[0]) == 217  # and a run of punctuation
+    kw = KeywordIndex(background=False)
+    kw.build([0, 1], [f"dump {hex_word}", "another note"])
+    assert kw.matches(hex_word)[0].tolist() == [0]
+    assert max(len(t) for t in kw._main.vocab) == 217
+    kw.add([2], [hex_word + " again"])  # the delta holds the capped term too
+    assert kw.matches(hex_word)[0].tolist() == [0, 2]
+    assert max(len(t) for t in kw._delta.postings) == 217
+
+
+@given(st.text(alphabet=st.sampled_from(list("abcxyzABC019_' .,-!+\n")), max_size=40))
 @settings(max_examples=300, deadline=None)
 def test_analyze_ascii_fast_path_equals_the_unicode_path(text):
     from poincare_index.memory.keyword import _analyze_unicode
@@ -88,9 +130,9 @@ def test_analyze_ascii_fast_path_equals_the_unicode_path(text):
 
 
 def test_documents_without_terms_score_as_the_reference_in_main_and_delta():
-    # A document of stop words or emoji alone has length 1 in the mean length, in the main (bm25s)
-    # as in the delta: the same text scores the same in either segment.
-    docs = ["alpha beta", "the", "alpha", "of a", "👍"]
+    # A document of stop words or white space alone has length 1 in the mean length, in the main
+    # (bm25s) as in the delta: the same text scores the same in either segment.
+    docs = ["alpha beta", "the", "alpha", "of a", " "]
     kw = KeywordIndex(background=False)
     kw.build(range(5), docs)
     _assert_scores(kw, "alpha", reference_bm25("alpha", dict(enumerate(docs))), 5)
@@ -102,11 +144,11 @@ def test_documents_without_terms_score_as_the_reference_in_main_and_delta():
 @pytest.mark.filterwarnings("error")
 def test_an_index_over_texts_without_any_term():
     kw = KeywordIndex(background=False)
-    kw.build(range(3), ["👍", "!!!", "the of a"])  # bm25s alone: "max() arg is an empty sequence"
+    kw.build(range(3), ["", " \n", "the of a"])  # bm25s alone: "max() arg is an empty sequence"
     for q in ["x", "thumbs", "👍", "!!!", ""]:
         rows, bm25 = kw.matches(q)
         assert rows.size == 0 and bm25.size == 0
-    texts = ["👍", "!!!", "the of a", "x marks the spot", "🎉"]
+    texts = ["", " \n", "the of a", "x marks the spot", "🎉"]
     kw.add([3, 4], texts[3:])  # the delta, scored with the main's statistics
     assert kw.matches("x")[0].tolist() == [3]
     kw.merge(range(5), texts)
@@ -242,6 +284,23 @@ def test_retention_reaches_the_keyword_index(tmp_path):
     mem.add("an old note on tapioca", id="old", t=start)
     mem.add("a fresh note on tapioca", id="new", t=clock[0])
     assert {h.id for h in mem.search("tapioca", mode="keyword", touch=False, at_time=clock[0])} == {"new"}
+
+
+def test_keyword_search_finds_emoji_and_punctuation_that_vector_search_sees():
+    mem = Memory(decay=None)
+    mem.add_many(
+        ["🔥", "hot 🔥 take", "party 🎉🎉", "🎉", "!!!", "???", "plain words"],
+        ["fire", "hot", "party", "tada", "bang", "what", "plain"],
+    )
+    search = lambda q, mode="keyword": [h.id for h in mem.search(q, k=10, mode=mode, touch=False)]  # noqa: E731
+    assert set(search("🔥")) == {"fire", "hot"}
+    assert set(search("🎉")) == {"party", "tada"}
+    assert search("!!!") == ["bang"]
+    assert search("🔥", mode="vector")[0] == "fire"  # no longer tied with every text of symbols
+    assert search("🔥", mode="hybrid")[0] == "fire"
+    mem.add("🔥🔥🔥", id="fires")  # into the delta
+    assert set(search("🔥")) == {"fire", "hot", "fires"}
+    assert search("🔥", mode="vector")[:2] == ["fire", "fires"]
 
 
 def test_cjk_query_finds_text_without_spaces():

@@ -23,6 +23,7 @@ search right after a write needs a tantivy commit first.
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import re
 import threading
@@ -45,6 +46,11 @@ _APOSTROPHES = "'\u2019"
 # The term a document with no term is indexed under (bm25s's own tokenizer gives such a document
 # this empty token too): never a query term, since no word is empty.
 _NO_TERM = ""
+# A longer term (a hex dump, a DNA string, base64) is kept as its first _TERM_HEAD characters, "…"
+# and a 64-bit BLAKE2b digest of the whole: one token costs the index the same whatever its
+# length (Lucene's standard analyzer likewise caps a token at 255 characters).
+_MAX_TERM = 255
+_TERM_HEAD = 200
 
 
 def _stopwords() -> frozenset[str]:
@@ -70,21 +76,31 @@ def _ranges(codepoints: list[int]) -> str:
 
 @functools.cache
 def _word_pattern() -> re.Pattern[str]:
-    """Built on first use (~10 ms: a scan of Unicode's combining marks)."""
+    """Built on first use (tens of ms: a scan of Unicode below U+20000)."""
     word_char = re.compile(rf"[^\W{_CJK}]")
     cjk = re.compile(rf"[{_CJK}]")
     # Combining marks (Mn, Mc: Devanagari vowel signs, Arabic harakat, ...) continue a word: Python's
     # \w holds none of them, so "हिन्दी" fell apart into single letters. Variation selectors
     # (emoji presentation) are no part of a word. Every Mn/Mc code point lies below U+20000 except
     # the variation selectors supplement.
-    marks = _ranges([
-        c for c in range(0x300, 0x20000)
-        if unicodedata.category(chr(c)) in ("Mn", "Mc") and not (0xFE00 <= c <= 0xFE0F)
-        and not word_char.match(chr(c)) and not cjk.match(chr(c))
-    ])  # fmt: skip
-    word = rf"[^\W{_CJK}]+(?:[{marks}]+[^\W{_CJK}]*)*+"
-    clitic = rf"[{_APOSTROPHES}](?<=\w.)[^\W{_CJK}](?![\w{marks}])"
-    return re.compile(rf"{word}|{clitic}|[{_CJK}]+")
+    marks, symbols = [], []
+    for c in range(0x80, 0x20000):
+        category = unicodedata.category(chr(c))
+        mark = category in ("Mn", "Mc")
+        if not (mark or category[0] == "S") or word_char.match(chr(c)) or cjk.match(chr(c)):
+            continue
+        if mark:
+            if not 0xFE00 <= c <= 0xFE0F:
+                marks.append(c)
+        else:
+            # Symbols (So: emoji, ©, ✓; Sk: skin tones; Sm: ∑, ≤; Sc: €, ¥), every one below
+            # U+20000: a term each, so a search for "🔥" finds the text holding it. ASCII's own
+            # (+ < = > | ~ $ ^ `) stay out: operators in code and prose, as punctuation is.
+            symbols.append(c)
+    mark_class = _ranges(marks)
+    word = rf"[^\W{_CJK}]+(?:[{mark_class}]+[^\W{_CJK}]*)*+"
+    clitic = rf"[{_APOSTROPHES}](?<=\w.)[^\W{_CJK}](?![\w{mark_class}])"
+    return re.compile(rf"{word}|{clitic}|[{_CJK}]+|[{_ranges(symbols)}]")
 
 
 # ASCII text (no combining mark, no CJK, one apostrophe) by a simpler pattern, ~2x faster: the
@@ -97,27 +113,49 @@ _ASCII_WORD = re.compile(r"\w+|'(?<=\w')\w(?!\w)")
 def analyze(text: str) -> list[str]:
     """The terms of ``text`` (NFC-normalized, lower-cased): its words, English stop words removed;
     a run of CJK characters gives each character and each pair of neighbours (CJK bigrams, as
-    Lucene's CJKBigramFilter with unigrams), so 寿司 matches 東京で寿司を食べた.
+    Lucene's CJKBigramFilter with unigrams), so 寿司 matches 東京で寿司を食べた; and each non-ASCII
+    symbol (emoji, ©, €, ∑, a skin tone) is a term of its own, so "🔥" matches "hot 🔥 take".
 
     A word is a run of Unicode word characters (letters, digits, ``_``; combining marks after the
-    first), of any length: "C", "R", "x" and "7" are terms. Punctuation, symbols and emoji are
-    not: a text of emoji alone has no term (it never matches a keyword query), and nor has a query
-    of them. A one-letter clitic after an apostrophe ("'s", "'t") is not a term."""
+    first), of any length: "C", "R", "x" and "7" are terms; a word longer than 255 characters is
+    cut to 200 and a digest of the whole. A one-letter clitic after an apostrophe ("'s", "'t") is
+    not a term. Punctuation and ASCII symbols are not terms, except in a text with no word, CJK
+    or symbol at all (punctuation, ``+``, zero-width characters alone), whose white-space
+    separated runs are its terms: "!!!" matches "!!!", as the embedder, which reads such a text
+    code point by code point, tells it from "???"."""
     if text.isascii():
-        return [w for w in _ASCII_WORD.findall(text.lower()) if w[0] != "'" and w not in _STOP]
+        lowered = text.lower()
+        pieces = _ASCII_WORD.findall(lowered)
+        if not pieces:
+            return _runs(lowered)
+        return [w if len(w) <= _MAX_TERM else _long_term(w) for w in pieces if w[0] != "'" and w not in _STOP]
     return _analyze_unicode(text)
 
 
 def _analyze_unicode(text: str) -> list[str]:
     """:func:`analyze` of any text (it takes a faster way for ASCII text)."""
     terms: list[str] = []
-    for piece in _word_pattern().findall(unicodedata.normalize("NFC", text).lower()):
+    normalized = unicodedata.normalize("NFC", text).lower()
+    pieces = _word_pattern().findall(normalized)
+    if not pieces:
+        return _runs(normalized)
+    for piece in pieces:
         if _CJK_RUN.match(piece):
             terms.extend(piece)
             terms.extend(piece[i : i + 2] for i in range(len(piece) - 1))
         elif piece[0] not in _APOSTROPHES and piece not in _STOP:
-            terms.append(piece)
+            terms.append(piece if len(piece) <= _MAX_TERM else _long_term(piece))
     return terms
+
+
+def _runs(text: str) -> list[str]:
+    """The white-space separated runs of a text without word or symbol, as terms."""
+    return [r if len(r) <= _MAX_TERM else _long_term(r) for r in text.split()]
+
+
+def _long_term(term: str) -> str:
+    digest = hashlib.blake2b(term.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    return f"{term[:_TERM_HEAD]}\u2026{digest}"
 
 
 @dataclass
@@ -135,7 +173,7 @@ class _Main:
 def _build_main(rows: NDArray[np.int64], texts: Sequence[str]) -> _Main:
     import bm25s
 
-    # A document with no term (emoji, punctuation or stop words alone) is indexed under one empty
+    # A document with no term (stop words alone, an empty text) is indexed under one empty
     # token, as bm25s's own tokenizer does: bm25s cannot index a corpus without any token (its
     # vocabulary would be empty), and a document of length 0 would pull its mean length below
     # the one the delta is scored with (every length counted as at least 1).
