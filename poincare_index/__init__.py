@@ -11,8 +11,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import _core
+from ._closing import ClosedError
 from ._core import IndexFormatError
 from ._interrupts import InconsistentStateError
+from ._time import NaiveTimeWarning
 from .custom_decay import CustomDecay
 from .decay import (
     DecayPolicy,
@@ -45,6 +47,8 @@ __all__ = [
     "read_index",
     "IndexFormatError",
     "InconsistentStateError",
+    "ClosedError",
+    "NaiveTimeWarning",
     "ScoredResults",
     "Memory",
     "AsyncMemory",

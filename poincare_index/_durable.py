@@ -1,18 +1,54 @@
 """Durable small files: fsync of a folder, CRC-32 of a file, JSON documents written atomically
-with a checksum inside and read back checked. Shared by the saved index, the Memory store and
-the sharded index's files (one place, so every format gets the same crash behaviour)."""
+with a checksum inside and read back checked, and the lock that keeps two saves to one folder
+apart. Shared by the saved index, the Memory store and the sharded index's files (one place, so
+every format gets the same crash behaviour)."""
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from ._core import IndexFormatError
 
-__all__ = ["fsync_dir", "file_crc32", "json_checksum", "write_json_atomic", "read_json_checked"]
+__all__ = [
+    "fsync_dir", "file_crc32", "json_checksum", "write_json_atomic", "read_json_checked", "folder_lock",
+]  # fmt: skip
+
+# File systems without flock (some network mounts) answer these: the folder is then not locked.
+_NO_FLOCK = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
+
+
+@contextmanager
+def folder_lock(path: Path, *, shared: bool = False) -> Iterator[None]:
+    """Holds a flock on the folder ``path`` itself (no lock file is left behind): exclusive for
+    a save, ``shared`` for a load. Saves to one folder from several threads or processes run one
+    after the other, each complete, and a load never reads a folder a save is changing (the
+    save deletes the files the manifest it replaced named). A process that dies lets go of its
+    lock. Where the file system cannot flock, or a load may not open the folder (execute
+    permission without read), nothing is locked."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except PermissionError:
+        if not shared:
+            raise
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        except OSError as exc:
+            if exc.errno not in _NO_FLOCK:
+                raise
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor lets go of the flock
 
 
 def fsync_dir(path: Path) -> None:

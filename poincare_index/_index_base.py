@@ -11,6 +11,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _time
+from ._closing import Released, refuse_when_closed
 from ._core import IndexFormatError
 from ._index_files import PathLike, read_index, write_index
 from ._interrupts import InconsistentStateError, deferred_interrupts, fault_point
@@ -44,8 +45,12 @@ def as_dim(value: Any) -> int:
     return as_positive_int(value, "dim")
 
 
+@refuse_when_closed("index")
 class IndexBase(FaissSurface):
-    """What both indexes share. Ids are int64; ``add`` assigns ntotal, ntotal+1, ... as FAISS does."""
+    """What both indexes share. Ids are int64; ``add`` assigns ntotal, ntotal+1, ... as FAISS does.
+
+    :meth:`close` (or leaving a ``with`` block) lets go of the core and the columns; every call
+    after it raises ClosedError (a ValueError), the index kinds included (see _closing.py)."""
 
     kind: ClassVar[str]
     # How the index kind searches, decided by the class: by an exact scan of the eligible points
@@ -76,6 +81,26 @@ class IndexBase(FaissSurface):
         self._columns = ColumnStore()
         # The undo of an add chunk that was cut off and not yet settled (see _settle).
         self._unsettled: tuple[Any, Any, Any] | None = None
+        self._closed = False
+
+    def close(self) -> None:
+        """Lets go of what the index holds: the core (its vectors, graph and thread pool, and
+        the mapped files of ``load(mmap=True)``) and the columns. Waits for a running add,
+        removal or save (they hold the write lock); a search running meanwhile finishes on the
+        core it started with, which is freed when it returns, and a search that starts after
+        raises ClosedError, as every later call does. Idempotent. Unsaved points are gone."""
+        with self._write_lock:
+            if self._closed:
+                return
+            self._closed = True
+            gone = Released(f"{type(self).__name__}: this index was closed during the call")
+            self._core, self._columns, self._unsettled = gone, gone, None
+
+    def __enter__(self: _T) -> _T:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     # ---- properties ---------------------------------------------------------------------
     @property

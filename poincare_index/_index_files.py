@@ -13,6 +13,9 @@ Layout of a saved index directory::
 Saving writes new data files under a fresh token, fsyncs them, then atomically replaces
 ``manifest.json`` (write beside, fsync, rename, fsync the directory) and only then deletes the
 previous data files: a crash at any point leaves either the old or the new index readable.
+Saves to one directory hold an exclusive flock on it, so saves from several threads or
+processes take turns (each whole), and a load holds a shared one, so it never reads the data
+files of a manifest a save is replacing.
 No pickle anywhere; loading checks the manifest, the sizes, the magic bytes, the version and
 the checksums before trusting any offset, and validates the graph.
 """
@@ -31,8 +34,10 @@ from numpy.typing import NDArray
 
 from . import _core
 from ._checked import checked_dict, checked_float, checked_int, checked_str
+from ._closing import ClosedError
 from ._core import IndexFormatError
-from ._durable import file_crc32, json_checksum, write_json_atomic
+from ._durable import file_crc32, folder_lock, json_checksum, write_json_atomic
+from ._interrupts import fault_point
 from ._progress import progress_bar
 from ._validation import as_flag, as_num_threads
 from .columns import ColumnStore
@@ -62,31 +67,49 @@ def write_index(index: Any, path: PathLike) -> None:
     """Save ``index`` to the directory ``path`` atomically (see the module docstring).
 
     An existing saved index at ``path`` is replaced; a non-empty directory that is not a saved
-    index is refused with FileExistsError rather than mixed into.
+    index is refused with FileExistsError rather than mixed into. Saves to one directory from
+    several threads or processes run one after the other, each complete (a lock on the
+    directory). Nothing on disk changes when the index is closed (ClosedError), when a write cut
+    off earlier left it inconsistent (InconsistentStateError), or when it was opened with
+    ``verify=False`` and its files fail :meth:`verify` (IndexFormatError): a save never
+    replaces a good one with a closed, broken or unchecked index.
     """
     if not isinstance(index, tuple(_KINDS.values())):
         raise TypeError(f"expected a PoincareIndex or PoincareFlatIndex, got {type(index).__name__}")
+    _check_open(index)
     root = Path(path)
     if root.exists() and not root.is_dir():
         raise FileExistsError(f"{root} exists and is not a directory")
-    # A directory holding only files a save writes (data files, manifest temporaries) is what a
-    # failed or killed first save left: it is ours to finish; anything else is not mixed into.
-    if (
-        root.is_dir()
-        and not (root / MANIFEST).exists()
-        and any(not _save_leftover(e) for e in root.iterdir())
-    ):
-        raise FileExistsError(f"{root} is a non-empty directory that is not a saved index")
     root.mkdir(parents=True, exist_ok=True)
+    with folder_lock(root):
+        # A directory holding only files a save writes (data files, manifest temporaries) is
+        # what a failed or killed first save left: it is ours to finish; anything else is not
+        # mixed into.
+        if not (root / MANIFEST).exists() and any(not _save_leftover(e) for e in root.iterdir()):
+            raise FileExistsError(f"{root} is a non-empty directory that is not a saved index")
+        _write_locked(index, root)
 
+
+def _check_open(index: Any) -> None:
+    if index._closed:
+        raise ClosedError(f"write_index: this {type(index).__name__} is closed")
+
+
+def _write_locked(index: Any, root: Path) -> None:
+    """The save itself, under the directory's lock."""
     token = secrets.token_hex(6)
     vectors_name = f"vectors-{token}.bin"
     graph_name = f"graph-{token}.bin" if index.kind == "hnsw" else ""
     columns_name = f"columns-{token}.arrow"
     with index._write_lock:  # a consistent snapshot: no add or remove runs during the save
+        _check_open(index)  # closed while this call waited for the locks
+        # What a fast open left unchecked is checked before it is written out with fresh
+        # checksums, which would make a damaged file pass every later load.
+        index._core.verify()
         # An object a failed write left inconsistent is refused before a file is written, so it
         # can never replace a good save (saves replace atomically).
         index._check_consistent()
+        fault_point("write_index:data")
         index._core.save(str(root / vectors_name), str(root / graph_name) if graph_name else "")
         columns_size, columns_crc = index._columns.write(root / columns_name)
         body: dict[str, Any] = {
@@ -106,7 +129,9 @@ def write_index(index: Any, path: PathLike) -> None:
         if params is not None:
             body["params"] = params
             body["files"]["graph"] = {"name": graph_name, "size": (root / graph_name).stat().st_size}
+    fault_point("write_index:manifest")
     write_json_atomic(root / MANIFEST, body, indent=2, tmp=root / f"{MANIFEST}.tmp-{token}")
+    fault_point("write_index:cleanup")
     keep = {vectors_name, graph_name, columns_name}
     for entry in root.iterdir():
         if _save_leftover(entry) and entry.name not in keep:
@@ -201,18 +226,23 @@ def read_index(
     root = Path(path)
     threads = as_num_threads(num_threads)
     mmap, verify = as_flag(mmap, "mmap"), as_flag(verify, "verify")
-    manifest = _read_manifest(root)
-    where = f"{root}/{MANIFEST}"
-    kind = checked_str(manifest, "kind", where, ("flat", "hnsw"))
-    expected = (
-        checked_int(manifest, "dim", where, 1, 1 << 20),
-        checked_float(manifest, "curvature", where, positive=True),
-        checked_int(manifest, "ntotal", where, 0, 2**32 - 1),
-        checked_int(manifest, "slots", where, 0, 2**32 - 1),
-    )
-    with progress_bar(progress, _data_bytes(root, manifest), f"load {root.name}", unit="B") as bar:
-        index = _read_parts(root, manifest, kind, expected, threads, bar, bool(mmap))
-    if mmap and verify:
+    if not root.is_dir():
+        _read_manifest(root)  # raises: nothing, or not a directory
+    # A save running meanwhile finishes first: it deletes the data files of the manifest it
+    # replaces, which this load may have read.
+    with folder_lock(root, shared=True):
+        manifest = _read_manifest(root)
+        where = f"{root}/{MANIFEST}"
+        kind = checked_str(manifest, "kind", where, ("flat", "hnsw"))
+        expected = (
+            checked_int(manifest, "dim", where, 1, 1 << 20),
+            checked_float(manifest, "curvature", where, positive=True),
+            checked_int(manifest, "ntotal", where, 0, 2**32 - 1),
+            checked_int(manifest, "slots", where, 0, 2**32 - 1),
+        )
+        with progress_bar(progress, _data_bytes(root, manifest), f"load {root.name}", unit="B") as bar:
+            index = _read_parts(root, manifest, kind, expected, threads, bar, bool(mmap))
+    if mmap and verify:  # the mapped files stay whole if a save replaces them: it unlinks them
         index.verify()
     return index
 

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import ArrayLike, NDArray
 
+from ._closing import ClosedError
 from ._validation import as_finite_float, as_id, as_matrix, as_positive_int, check_result_size
 from .columns import RESERVED_COLUMNS, ColumnStore
 
@@ -56,6 +57,7 @@ class FaissSurface:
     _core: Any
     _columns: Any
     _write_lock: Any
+    _closed: bool
     dim: int
     curvature: float
     ntotal: int
@@ -162,6 +164,8 @@ class FaissSurface:
             raise TypeError(f"other must be a PoincareIndex or PoincareFlatIndex, got {type(other).__name__}")
         if other is self:
             raise ValueError("cannot merge an index into itself")
+        if other._closed:  # before any of its properties, which would name themselves instead
+            raise ClosedError(f"{type(self).__name__}.merge_from: other ({type(other).__name__}) is closed")
         if other.dim != self.dim:
             raise ValueError(f"other has dimension {other.dim}, this index has dimension {self.dim}")
         if other.curvature != self.curvature:

@@ -172,3 +172,43 @@ def test_time_partition_arguments_are_checked():
     with pytest.raises(ValueError, match="outside"):  # a query outside the ball, checked here
         s.search_scored(np.full((1, 16), 0.9), 1)
     s.close()
+
+
+def test_a_time_partition_opens_at_most_max_shards(tmp_path):
+    # A one-second span over rows a second apart once started an actor per row.
+    second = timedelta(seconds=1)
+    x = pi.expmap0(np.random.default_rng(5).normal(size=(70, 16)) * 0.3).astype(np.float32)
+    t = np.datetime64("2026-01-01T00:00:00", "us") + np.arange(70).astype("timedelta64[s]")
+    s = ShardedIndex(16, kind="flat", partition="time", time_span=second)
+    assert s.max_shards == 64
+    with pytest.raises(ValueError, match=r"would open 65 new time shards .* more than max_shards=64"):
+        s.add(x[:65], t=t[:65])
+    assert s.shards == 0 and s.ntotal == 0 and s.actors == []  # refused before any actor started
+    s.close()
+    s = ShardedIndex(16, kind="flat", partition="time", time_span=second, max_shards=3)
+    s.add(x[:2], t=t[:2])
+    too_many = r"would open 2 new time shards .* beside the 2 open: more than max_shards=3"
+    with pytest.raises(ValueError, match=too_many):
+        s.add(x[2:4], t=t[2:4])
+    assert s.shards == 2 and s.ntotal == 2
+    s.add(x[2:5], t=t[[0, 1, 2]])  # rows for open shards need none, and one more fits
+    assert s.shards == 3 and s.ntotal == 5
+    s.save(tmp_path / "t")
+    s.close()
+    back = ShardedIndex.load(tmp_path / "t")  # the bound is saved with the index
+    assert back.max_shards == 3 and back.shards == 3
+    with pytest.raises(ValueError, match="max_shards=3"):
+        back.add(x[5:6], t=t[5:6])
+    back.close()
+    with pytest.raises(ValueError, match=r"max_shards must be in \[1, 4096\]"):
+        ShardedIndex.load(tmp_path / "t", max_shards=0)
+
+
+def test_shard_counts_are_checked_before_any_actor_starts():
+    for bad, error in ((0, ValueError), (4097, ValueError), (2.0, TypeError), (True, TypeError)):
+        with pytest.raises(error, match="max_shards"):
+            ShardedIndex(16, partition="time", max_shards=bad)
+        with pytest.raises(error, match="shards"):
+            ShardedIndex(16, shards=bad)  # more than a saved manifest may list, too
+    with pytest.raises(ValueError, match="max_shards apply to partition='time'"):
+        ShardedIndex(16, shards=2, max_shards=4)

@@ -39,6 +39,9 @@ class Shard:
                 num_threads=options.get("num_threads"), storage=options.get("storage", "f32"),
             )  # fmt: skip
         self.seq = int(seq)
+        # The directories this shard loaded from or saved to: each holds the writes up to the
+        # sequence number in its name, so one of them is never written again.
+        self.own_dirs: set[str] = set() if path is None else {os.path.abspath(path)}
 
     def describe(self) -> dict[str, Any]:
         """Kind, size and the bounds the driver prunes by: stamps (min, max; None when empty) and
@@ -156,13 +159,22 @@ class Shard:
 
     def save_as(self, root: str, number: int) -> tuple[str, int]:
         """Saves the index to ``root/shard-<number>-<seq>`` (seq: this shard's last write), a
-        directory written once: into a staging one first, then renamed. Returns (path, seq)."""
-        final = os.path.join(root, f"shard-{number}-{self.seq}")
-        if os.path.isdir(final):  # saved before with no write since: the same contents
+        directory written once: into a staging one first, then renamed. Returns (path, seq).
+
+        A directory of that name that this shard did not write or load from holds another
+        index's shard (another index saved to ``root`` with as many writes): it is not taken
+        for this one, and the shard's sequence number moves past it instead (a number no write
+        took: the driver's log and a restoration follow the returned one)."""
+        final = os.path.join(os.path.abspath(root), f"shard-{number}-{self.seq}")
+        if final in self.own_dirs and os.path.isdir(final):  # no write since: the same contents
             return final, self.seq
+        while os.path.exists(final):
+            self.seq += 1
+            final = os.path.join(os.path.abspath(root), f"shard-{number}-{self.seq}")
         staging = os.path.join(root, f".staging-{number}-{self.seq}-{os.getpid()}")
         self.index.save(staging)
         os.replace(staging, final)
+        self.own_dirs.add(final)
         return final, self.seq
 
 

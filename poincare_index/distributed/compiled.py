@@ -23,6 +23,7 @@ class CompiledFanout:
         self._graph: Any = None
         self._actors: tuple[Any, ...] = ()
         self.failures = 0
+        self._closed = False  # a search still running after close() takes the plain path
 
     def run(self, actors: list[Any], method: str, args: tuple[Any, ...], timeout: float) -> list[Any] | None:
         """Every shard's answer to ``method(*args)``, in order; None when this path cannot answer
@@ -32,6 +33,8 @@ class CompiledFanout:
         if self.failures >= _MAX_FAILURES or not actors or not self._lock.acquire(blocking=False):
             return None
         try:
+            if self._closed:
+                return None
             if (
                 self._graph is None
                 or len(actors) != len(self._actors)
@@ -59,6 +62,7 @@ class CompiledFanout:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             self._teardown()
 
 

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import _core, _time
-from .._validation import as_positive_int
+from .._closing import ClosedError
+from .._interrupts import fault_point
+from .._validation import as_int_in, as_positive_int
 from ._ray_support import import_ray
 from .routing import HashRoute, TimeRoute, shard_of
 
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
 
 FORMAT = "poincare-sharded-index"
 FORMAT_VERSION = 2  # 1: hash shards only, "shards" a count
-_MAX_SHARDS = 4096  # a manifest asking for more is crafted or corrupt, not started
+MAX_SHARDS = 4096  # a manifest asking for more is crafted or corrupt, not started
 _SHARD_DIR = re.compile(r"^shard-\d+(-\d+)?$")  # shard-<number>-<seq>; version 1: shard-<number>
 
 
@@ -33,55 +35,95 @@ def save(index: ShardedIndex, path: str) -> None:
     so the one a restoration would read stays whole until a newer save of that shard has
     answered: each answered save becomes its shard's restore point at once (with the write log
     trimmed to what the file does not hold), whatever the other shards do. Directories no
-    manifest or restore point names are deleted after the manifest is written."""
-    from .._durable import write_json_atomic
+    manifest or restore point names are deleted after the manifest is written.
 
+    A save never replaces a good one with a worse one: a closed index is refused (ClosedError)
+    before anything is written, the manifest is checked as a load checks it before it replaces
+    the old one (a hash index with no shard cannot be saved), a shard that fails leaves the old
+    manifest and every directory it names in place, and saves to one path from several threads
+    or processes run one after the other (a lock on the directory)."""
+    from .._durable import folder_lock, write_json_atomic
+
+    _check_open(index)
     root = Path(os.path.abspath(path))  # the shards' working directories are not the driver's
     root.mkdir(parents=True, exist_ok=True)
-    slots = list(index._set.slots)
-    dirs: list[str] = [""] * len(slots)
+    with folder_lock(root):
+        _check_open(index)  # closed while this call waited
+        slots = list(index._set.slots)
+        buckets = index._buckets
+        body = {
+            "format": FORMAT, "version": FORMAT_VERSION, "kind": index.kind, "dim": index.dim,
+            "partition": index.partition, "next_id": index._next_id,
+            "options": dict(index._options, **({} if buckets is None else {"max_shards": index.max_shards})),
+            "time": None if buckets is None else {"origin_us": buckets.origin_us, "span_us": buckets.span_us},
+            "shards": [{"number": s.number, "bucket": s.bucket} for s in slots],
+        }  # fmt: skip
+        try:
+            _entries(body["shards"], index.partition)
+        except ValueError as exc:
+            raise ValueError(f"{root}: this index cannot be saved, a load would refuse it: {exc}") from None
+        dirs: list[str] = [""] * len(slots)
 
-    def saved(i: int, answer: Any) -> None:
-        dirs[i] = str(root / f"shard-{slots[i].number}-{int(answer[1])}")
-        index._set.mark_saved(slots[i], dirs[i], int(answer[1]))
+        def saved(i: int, answer: Any) -> None:
+            dirs[i] = str(root / f"shard-{slots[i].number}-{int(answer[1])}")
+            index._set.mark_saved(slots[i], dirs[i], int(answer[1]))
 
-    index._set.call(slots, "save_as", [(str(root), s.number) for s in slots], on_answer=saved)
-    buckets = index._buckets
-    write_json_atomic(root / "sharded.json", {
-        "format": FORMAT, "version": FORMAT_VERSION, "kind": index.kind, "dim": index.dim,
-        "partition": index.partition, "options": index._options, "next_id": index._next_id,
-        "time": None if buckets is None else {"origin_us": buckets.origin_us, "span_us": buckets.span_us},
-        "shards": [{"number": s.number, "bucket": s.bucket, "dir": Path(d).name, "seq": s.saved_seq}
-                   for s, d in zip(slots, dirs)],
-    })  # fmt: skip
-    keep = {Path(d).name for d in dirs} | {
-        Path(s.saved_path).name
-        for s in index._set.slots
-        if s.saved_path and Path(s.saved_path).parent == root
-    }
-    for old in root.iterdir():
-        stale = _SHARD_DIR.match(old.name) and old.name not in keep
-        if old.is_dir() and (stale or old.name.startswith(".staging-")):  # a save that died midway
-            shutil.rmtree(old)
+        index._set.call(slots, "save_as", [(str(root), s.number) for s in slots], on_answer=saved)
+        for entry, slot, d in zip(body["shards"], slots, dirs):
+            entry.update(dir=Path(d).name, seq=slot.saved_seq)
+        fault_point("sharded.save:manifest")
+        write_json_atomic(root / "sharded.json", body)
+        fault_point("sharded.save:cleanup")
+        keep = {Path(d).name for d in dirs} | {
+            Path(s.saved_path).name
+            for s in index._set.slots
+            if s.saved_path and Path(s.saved_path).parent == root
+        }
+        for old in root.iterdir():
+            stale = _SHARD_DIR.match(old.name) and old.name not in keep
+            if old.is_dir() and (stale or old.name.startswith(".staging-")):  # a save that died midway
+                shutil.rmtree(old)
+
+
+def _check_open(index: ShardedIndex) -> None:
+    if index._closed:
+        raise ClosedError(f"{type(index).__name__}.save: this index is closed")
 
 
 def load(cls: type[ShardedIndex], path: str, **kwargs: Any) -> ShardedIndex:
-    from .._durable import read_json_checked
+    """The index saved at ``path``. A save to it running meanwhile finishes first, and none
+    starts until the shards have loaded: it would delete the directories they read."""
+    from .._durable import folder_lock
 
     root = Path(os.path.abspath(path))
+    if not root.is_dir():
+        return _load(cls, root, **kwargs)  # raises: no manifest there
+    with folder_lock(root, shared=True):
+        return _load(cls, root, **kwargs)
+
+
+def _load(
+    cls: type[ShardedIndex], root: Path, *, max_shards: int | None = None, **kwargs: Any
+) -> ShardedIndex:
+    from .._durable import read_json_checked
+
     doc = read_json_checked(root / "sharded.json", "the sharded index manifest")
     if doc.get("format") != FORMAT or doc.get("version") not in (1, FORMAT_VERSION):
         raise _core.IndexFormatError(
             f"{root}: not a sharded index of format version 1 or {FORMAT_VERSION}: "
             f"{json.dumps({k: doc.get(k) for k in ('format', 'version')})}"
         )
+    if max_shards is not None:  # the caller's, checked apart from what the manifest says
+        as_int_in(max_shards, "max_shards", 1, MAX_SHARDS)
+        if doc.get("partition") != "time":
+            raise ValueError(f"max_shards applies to partition='time'; {root} holds a hash partition")
     try:
         options = dict(doc["options"])
         partition = str(doc["partition"])
         if doc["version"] == 1:
             count = int(doc["shards"])
-            if not 1 <= count <= _MAX_SHARDS:
-                raise ValueError(f"shards = {count} is outside [1, {_MAX_SHARDS}]")
+            if not 1 <= count <= MAX_SHARDS:
+                raise ValueError(f"shards = {count} is outside [1, {MAX_SHARDS}]")
             listed = [{"number": i, "bucket": None} for i in range(count)]
         else:
             listed = list(doc["shards"])
@@ -94,6 +136,8 @@ def load(cls: type[ShardedIndex], path: str, **kwargs: Any) -> ShardedIndex:
         time = doc.get("time") if partition == "time" else None
         if partition == "time" and not isinstance(time, dict):
             raise ValueError("a time partition needs its origin and span")
+        if partition == "time" and max_shards is None and "max_shards" in options:  # else the default
+            max_shards = int(options["max_shards"])
         index = cls(
             int(doc["dim"]), kind=str(doc["kind"]), partition=partition,
             curvature=float(options["curvature"]), M=int(options["M"]),
@@ -102,7 +146,7 @@ def load(cls: type[ShardedIndex], path: str, **kwargs: Any) -> ShardedIndex:
             storage=str(options.get("storage", "f32")),  # manifests before compressed storage: f32
             time_span=None if time is None else timedelta(microseconds=int(time["span_us"])),
             time_origin=None if time is None else np.datetime64(int(time["origin_us"]), "us"),
-            _restored=entries, **kwargs,
+            max_shards=max_shards, _restored=entries, **kwargs,
         )  # fmt: skip
         next_id = int(doc.get("next_id", 0))
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
@@ -112,10 +156,10 @@ def load(cls: type[ShardedIndex], path: str, **kwargs: Any) -> ShardedIndex:
 
 
 def _entries(listed: list[Any], partition: str) -> list[dict[str, Any]]:
-    """The manifest's shard list checked: at most _MAX_SHARDS, distinct numbers, hash shards
+    """The manifest's shard list checked: at most MAX_SHARDS, distinct numbers, hash shards
     numbered 0..n-1 in order, every time shard with a distinct bucket."""
-    if not 1 <= len(listed) <= _MAX_SHARDS and not (partition == "time" and len(listed) == 0):
-        raise ValueError(f"{len(listed)} shards is outside [1, {_MAX_SHARDS}]")
+    if not 1 <= len(listed) <= MAX_SHARDS and not (partition == "time" and len(listed) == 0):
+        raise ValueError(f"{len(listed)} shards is outside [1, {MAX_SHARDS}]")
     entries = []
     for e in listed:
         number = int(e["number"])

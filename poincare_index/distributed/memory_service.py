@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from .. import _time
+from .._closing import ClosedError, refuse_when_closed
 from .._validation import as_positive_int
 from ..memory.memory import Memory
 from ..memory.mirror import mirror
@@ -98,6 +99,7 @@ class _Host:
         return os.getpid()
 
 
+@refuse_when_closed("MemoryService")
 class MemoryService:
     """``MemoryService(path=None, *, hosts=2, actor_options=None, call_timeout=60.0,
     **memory_options)``: ``hosts`` Ray actors holding namespaces of Memory. ``memory_options``
@@ -120,6 +122,7 @@ class MemoryService:
         call_timeout: float = 60.0,
         **memory_options: Any,
     ) -> None:
+        self._closed = False
         ray = import_ray()
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
@@ -147,7 +150,6 @@ class MemoryService:
         self._actors = [
             remote.options(**options).remote(self._path, dict(memory_options)) for _ in range(self._hosts)
         ]
-        self._closed = False
 
     @property
     def hosts(self) -> int:
@@ -186,7 +188,8 @@ class MemoryService:
 
     def close(self) -> None:
         """Closes every open namespace (each Memory's own close: its log and state flushed)
-        and ends the host actors. Idempotent."""
+        and ends the host actors. Every later call on the service, and on its namespaces and
+        their sessions, raises ClosedError. Idempotent."""
         if self._closed:
             return
         ray = import_ray()
@@ -213,8 +216,8 @@ class MemoryService:
 
     # ---- calls ---------------------------------------------------------------------------------
     def _check_open(self) -> None:
-        if self._closed:
-            raise ValueError("this MemoryService is closed")
+        if self._closed:  # closed while a call of a namespace was on its way here
+            raise ClosedError("MemoryService: this MemoryService is closed")
 
     def _get(self, host: int, name: str | None, what: str, ref: Any) -> Any:
         """The answer of one remote call: the Memory's own exception as itself; a dead or
@@ -299,6 +302,16 @@ class RemoteSession:
         self.memory = memory
         self.id = session_id_or_new(session_id)
 
+    @property
+    def _closed(self) -> bool | str:
+        """What the closed-check reads: a session closes with its namespace's handle."""
+        return self.memory._closed
+
+    @property
+    def closed(self) -> bool:
+        """True once its :class:`RemoteMemory` (or the service) was closed."""
+        return bool(self._closed)
+
     def __enter__(self) -> RemoteSession:
         return self
 
@@ -316,7 +329,22 @@ class RemoteMemory:
     def __init__(self, service: MemoryService, name: str) -> None:
         self._service = service
         self._name = name
-        self._closed = False
+        self._own_closed = False
+
+    @property
+    def _closed(self) -> bool | str:
+        """What the closed-check reads (see _closing.py): closed itself, or through its service."""
+        if self._own_closed:
+            return f"namespace {self._name!r} of this MemoryService is closed"
+        if self._service._closed:
+            return f"the MemoryService of namespace {self._name!r} is closed"
+        return False
+
+    @property
+    def closed(self) -> bool:
+        """True once this handle or its service was closed: every other call then raises
+        ClosedError."""
+        return bool(self._closed)
 
     @property
     def namespace(self) -> str:
@@ -328,15 +356,16 @@ class RemoteMemory:
         return RemoteSession(self, session_id)
 
     def close(self) -> None:
-        """Closes the namespace on its host (its log and state flushed); a later call raises.
-        Idempotent."""
-        if not self._closed:
-            self._closed = True
+        """Closes the namespace on its host (its log and state flushed); a later call on this
+        handle raises ClosedError (``service.namespace(name)`` opens it again). Idempotent."""
+        if not self._own_closed:
+            self._own_closed = True
             self._service._close_namespace(self._name)
 
     def _check_open(self) -> None:
-        if self._closed:
-            raise ValueError(f"namespace {self._name!r} of this MemoryService is closed")
+        reason = self._closed
+        if reason:
+            raise ClosedError(f"RemoteMemory: {reason}")
 
     def __len__(self) -> int:
         self._check_open()
@@ -354,3 +383,6 @@ class RemoteMemory:
 
 mirror(Memory, RemoteMemory, _forward, _read_remote, _NOT_REMOTE)
 mirror(Session, RemoteSession, _forward_session, None)
+# After mirror(): the members it gave them refuse calls once closed, as their own do.
+refuse_when_closed("namespace")(RemoteMemory)
+refuse_when_closed("session")(RemoteSession)

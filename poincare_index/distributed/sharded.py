@@ -22,10 +22,12 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .. import _core, _time
+from .._closing import refuse_when_closed
 from .._validation import (
     as_flag,
     as_id,
     as_ids,
+    as_int_in,
     as_matrix,
     as_positive_int,
     check_result_size,
@@ -46,8 +48,11 @@ __all__ = ["ShardedIndex", "ShardUnavailableError", "shard_of"]
 
 _KINDS = ("hnsw", "flat")
 _PARTITIONS = ("hash", "time")
+# How many shards a time partition may open unless told otherwise (see the class docstring).
+DEFAULT_MAX_TIME_SHARDS = 64
 
 
+@refuse_when_closed("index")
 class ShardedIndex:
     """The index API over Ray actors (see the module docstring). Call ``ray.init`` first to
     choose the cluster (``ray.init(address=...)``); otherwise Ray starts a local one.
@@ -58,9 +63,20 @@ class ShardedIndex:
     ``actor_options`` goes to ``ray.remote(...).options`` (e.g. ``{"num_cpus": 1}``, resources,
     a scheduling strategy; not ``max_restarts``: restoring a shard is the driver's job).
 
-    ``partition="hash"``: ``shards`` actors (default 4). ``partition="time"``: one actor per
-    ``time_span`` (default 30 days, counted from ``time_origin``, default 1970-01-01 UTC), opened
-    as rows arrive; ``shards`` does not apply.
+    ``partition="hash"``: ``shards`` actors (default 4, at most 4096, what a saved manifest may
+    list). ``partition="time"``: one actor per ``time_span`` (default 30 days, counted from
+    ``time_origin``, default 1970-01-01 UTC), opened as rows arrive; ``shards`` does not apply.
+
+    ``max_shards`` (time partitions; default 64, at most 4096) bounds how many time shards may
+    be open at once: an add (or a ``from_dataset`` build) whose stamps would open more is
+    refused with a ValueError before any actor starts or any row is sent. Each shard is a Ray
+    actor, a process of its own (about 330 MB resident, 140 MB of it its own, before it holds a
+    point: measured on a local cluster), and a search that cannot skip shards sends one call to
+    each; a ``time_span`` too short for the data (one second, for rows a second apart) would
+    otherwise start one actor per row. 64 is five years of the default 30-day span, and about
+    9 GB of idle processes were they on one machine. More history: a longer ``time_span``,
+    ``drop_before`` for what is no longer needed, or a larger ``max_shards``. Saved with the
+    index.
 
     Faults: every wait for a shard is bounded by ``call_timeout`` seconds (starting a shard by
     ``restore_timeout``); a dead or silent shard raises ShardUnavailableError naming it. With
@@ -80,18 +96,20 @@ class ShardedIndex:
         time_span: timedelta | None = None, time_origin: Any = None,
         checkpoint_path: str | os.PathLike[str] | None = None, call_timeout: float = 60.0,
         restore_timeout: float = 600.0, low_latency: bool = False, storage: str = "f32",
-        _restored: list[dict[str, Any]] | None = None,
+        max_shards: int | None = None, _restored: list[dict[str, Any]] | None = None,
     ) -> None:  # fmt: skip
+        self._closed = False
         self._dim = as_positive_int(dim, "dim")
         if kind not in _KINDS:
             raise ValueError(f"kind must be one of {_KINDS}, got {kind!r}")
         if partition not in _PARTITIONS:
             raise ValueError(f"partition must be one of {_PARTITIONS}, got {partition!r}")
         if partition == "hash":
-            if time_span is not None or time_origin is not None:
-                raise ValueError("time_span and time_origin apply to partition='time'")
-            n_shards = 4 if shards is None else as_positive_int(shards, "shards")
+            if time_span is not None or time_origin is not None or max_shards is not None:
+                raise ValueError("time_span, time_origin and max_shards apply to partition='time'")
+            n_shards = 4 if shards is None else as_int_in(shards, "shards", 1, files.MAX_SHARDS)
             self._buckets: TimeBuckets | None = None
+            self._max_shards = n_shards
         else:
             if shards is not None:
                 raise ValueError("partition='time' opens one shard per time_span as rows arrive; shards= "
@@ -100,6 +118,11 @@ class ShardedIndex:
                 timedelta(days=30) if time_span is None else time_span, time_origin
             )
             n_shards = 0
+            self._max_shards = (
+                DEFAULT_MAX_TIME_SHARDS
+                if max_shards is None
+                else as_int_in(max_shards, "max_shards", 1, files.MAX_SHARDS)
+            )
         if actor_options is not None and not isinstance(actor_options, dict):
             raise TypeError(f"actor_options must be a dict, got {type(actor_options).__name__}")
         if (actor_options or {}).get("max_restarts", 0) != 0:
@@ -294,6 +317,11 @@ class ShardedIndex:
         return self._partition
 
     @property
+    def max_shards(self) -> int:
+        """How many time shards may be open at once (hash partitions: the number of shards)."""
+        return self._max_shards
+
+    @property
     def ntotal(self) -> int:
         return int(sum(n for n in self._call(list(self._set.slots), "ntotal") if n is not None))
 
@@ -341,8 +369,20 @@ class ShardedIndex:
             self._write([s for s, _ in parts], "add", [args for _, args in parts])
 
     def _slots_for_buckets(self, buckets: list[int]) -> list[ShardSlot]:
-        """The slots of these time buckets, opening the missing ones (started together)."""
+        """The slots of these time buckets, opening the missing ones (started together); a
+        ValueError before any starts when they would pass ``max_shards``."""
         have = {s.bucket: s for s in self._set.slots}
+        new = sorted(set(buckets) - set(have))
+        if len(have) + len(new) > self._max_shards:
+            assert self._buckets is not None
+            span = timedelta(microseconds=self._buckets.span_us)
+            first, last = (_dt(self._buckets.start_us(b)) for b in (new[0], new[-1]))
+            raise ValueError(
+                f"this add would open {len(new)} new time shards (stamps from {first} to {last}, "
+                f"time_span {span}) beside the {len(have)} open: more than max_shards="
+                f"{self._max_shards}; give a longer time_span, drop_before old shards, or a larger "
+                "max_shards (each shard is a Ray actor)"
+            )
         opened = []
         for bucket in buckets:
             if bucket not in have:
@@ -521,31 +561,41 @@ class ShardedIndex:
         """Every shard saves itself to ``path/shard-<number>`` (a path the shard's node can
         write: on a multi-node cluster, a shared file system); then ``path/sharded.json`` names
         them, with the format, its version and a checksum. ``path`` defaults to the
-        ``checkpoint_path``; a save is the point restorations start from."""
+        ``checkpoint_path``; a save is the point restorations start from. A save that fails
+        leaves the previous one loadable, saves to one path take turns, and a closed index
+        refuses to save (ClosedError): see :func:`.files.save`."""
         if path is None:
             if self._checkpoint is None:
                 raise ValueError("save() needs a path: this index has no checkpoint_path")
             path = self._checkpoint
         with self._write_lock:
-            files.save(self, os.fspath(path))
+            files.save(self, os.fspath(path))  # refuses a closed index itself (closed meanwhile)
 
     @classmethod
     def load(
         cls, path: str | os.PathLike[str], *, actor_options: dict[str, Any] | None = None,
         checkpoint_path: str | os.PathLike[str] | None = None, call_timeout: float = 60.0,
-        restore_timeout: float = 600.0,
+        restore_timeout: float = 600.0, max_shards: int | None = None,
     ) -> ShardedIndex:  # fmt: skip
         """The index ``save`` wrote; IndexFormatError for a missing, corrupted or crafted
         manifest, or shards that do not match it (kind, dimension, ids or stamps on the wrong
-        shard)."""
+        shard). ``max_shards`` (time partitions) replaces the saved bound: the saved shards load
+        whatever it is, and it bounds the opening of more."""
         return files.load(cls, os.fspath(path), actor_options=actor_options, checkpoint_path=checkpoint_path,
-                          call_timeout=call_timeout, restore_timeout=restore_timeout)  # fmt: skip
+                          call_timeout=call_timeout, restore_timeout=restore_timeout,
+                          max_shards=max_shards)  # fmt: skip
 
     def close(self) -> None:
-        """Ends the shard actors (their indexes are gone unless saved)."""
-        if self._fanout is not None:
-            self._fanout.close()
-        self._set.close()
+        """Ends the shard actors (their indexes are gone unless saved). Waits for a running
+        write or save; a search running meanwhile raises ClosedError unless its shards had
+        answered, and every later call raises ClosedError. Idempotent."""
+        with self._write_lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._fanout is not None:
+                self._fanout.close()
+            self._set.close()
 
     def __repr__(self) -> str:
         return (f"ShardedIndex(dim={self._dim}, shards={self.shards}, kind={self._kind!r}, "

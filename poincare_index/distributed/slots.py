@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from .._closing import ClosedError
+
 __all__ = ["ShardSlot", "ShardSet", "ShardUnavailableError"]
 
 
@@ -77,6 +79,8 @@ class ShardSet:
         # its log entry while the log is read, and writes wait for a restoration to finish.
         self._write_lock = write_lock
         self._log_lock = threading.Lock()
+        # Set by close(): a call still running then fails as closed, and nothing is restored.
+        self.closed = False
 
     def open(
         self, number: int, bucket: int | None = None, path: str | None = None, seq: int = 0
@@ -150,6 +154,7 @@ class ShardSet:
         # One failing early leaves the others the rest of the bound.
         left = max(wait - (time.monotonic() - started), 0.0)
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=left)
+        self._check_open(label)  # its actors were ended: neither dead shards nor a partial answer
         done = set(ready)
         answers: list[Any] = [None] * len(slots)
         missing: list[int] = []
@@ -215,6 +220,7 @@ class ShardSet:
                 f"shard {slot.number} is being restored and was not back within {self.restore_timeout:g} s"
             )
         try:
+            self._check_open("restore")
             if slot.actor is not dead:  # another call restored it meanwhile
                 return
             with self._log_lock:
@@ -250,7 +256,13 @@ class ShardSet:
         finally:
             self._write_lock.release()
 
+    def _check_open(self, label: str) -> None:
+        if self.closed:
+            raise ClosedError(f"ShardedIndex: this index was closed during the call ({label})")
+
     def close(self) -> None:
+        """Ends every shard actor; calls still running raise ClosedError (see _sort_out)."""
+        self.closed = True
         for slot in self.slots:
             _kill(slot.actor)
         self.slots = []

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _time
+from .._closing import ClosedError, refuse_when_closed
 from .._rwlock import ReadWriteLock
 from .._validation import as_flag
 from ..decay import DecayPolicy
@@ -42,6 +43,7 @@ _UNSET: Any = object()
 _INSPECTOR = "poincare_index.inspector"
 
 
+@refuse_when_closed("Memory")
 class Memory:
     """A store of memories (text, time, validity window, access count, metadata) with fused search.
 
@@ -348,7 +350,6 @@ class Memory:
         if run is None:
             raise ValueError("this Memory has no retention policy (Memory(..., retention=Retention(...)))")
         at_us = run.policy.now_us() if at_time is None else _time.as_time_scalar(at_time, "at_time")
-        self._check_open()
         with run.running():
             return run_retention(self._rows, self._lock, self._writing, self._delete_rows, run.policy, at_us)
 
@@ -402,7 +403,6 @@ class Memory:
         (punctuation, emoji, stop words) matches nothing in mode "keyword" and ranks by the vector
         side alone in mode "hybrid".
         """
-        self._check_open()
         overrides = {
             name: value
             for name, value in (("decay", decay), ("time_coef", time_coef), ("depth_bias", depth_bias),
@@ -505,8 +505,6 @@ class Memory:
         """A read-only Memory: take in what the writer acknowledged since the last look (see
         :meth:`Journal.refresh`); returns whether anything changed. Called on its own before
         every read. A writer's Memory is always current: it returns False."""
-        if self._closed:
-            return False
         return self._journal.refresh(self._reopen)
 
     def _reopen(self) -> Memory:
@@ -519,11 +517,12 @@ class Memory:
     def checkpoint(self) -> None:
         """Write a snapshot and start a fresh log (also done automatically every
         ``checkpoint_every`` writes and on close)."""
-        self._check_open()
         self._journal.checkpoint()
 
     def close(self) -> None:
-        """Checkpoint (when anything changed), close the log and release the writer lock."""
+        """Checkpoint (when anything changed), close the log and release the writer lock. Every
+        call after it raises ClosedError (a ValueError) naming the call; closing again does
+        nothing."""
         if self._closed:
             return
         try:
@@ -535,6 +534,7 @@ class Memory:
         finally:
             self._closed = True
             self._rows.keyword.close()
+            self._rows.index.close()  # its memory (and mapped files) go now, not when collected
             if self._journal.writer is not None:
                 self._journal.writer.close()
             if self._ns is not None and not self._read_only:
@@ -589,8 +589,9 @@ class Memory:
         under the lock, after the write is complete and logged), then the retention run."""
         if self._read_only:
             raise PermissionError("this Memory was opened read_only=True")
-        self._check_open()
         with self._lock.writing():
+            if self._closed:  # closed while this write waited for the lock
+                raise ClosedError(f"{type(self).__name__}: this Memory was closed during the call")
             self._journal.settle_pending()
             yield
             # A retention run names rows between its deletes: they are not renumbered meanwhile.
@@ -599,7 +600,3 @@ class Memory:
             self._journal.maybe_checkpoint()
         if self._retention is not None:  # after the write: the retention run when due (not nested)
             self._retention.when_due(lambda now_us: self.apply_retention(_time.micros_to_datetime(now_us)))
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ValueError("this Memory is closed")

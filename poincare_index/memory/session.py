@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from .._closing import refuse_when_closed
 from .result import Result
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ def session_id_or_new(session_id: str | None) -> str:
     return session_id
 
 
+@refuse_when_closed("session")
 class Session:
     """A scope over one Memory: ``add`` tags memories with ``metadata["session"] = id``;
     ``search``/``list`` see only this session's memories (a hard filter pushed into the index).
@@ -37,6 +39,11 @@ class Session:
     def __init__(self, memory: Memory, session_id: str | None = None) -> None:
         self.memory = memory
         self.id = session_id_or_new(session_id)
+
+    @property
+    def _closed(self) -> str | bool:
+        """Closed with its Memory (the reason _closing shows)."""
+        return "its Memory is closed" if self.memory.closed else False
 
     def __enter__(self) -> Session:
         return self
