@@ -19,6 +19,7 @@ from ._core import IndexFormatError
 
 __all__ = [
     "fsync_dir", "file_crc32", "json_checksum", "write_json_atomic", "read_json_checked", "folder_lock",
+    "load_json",
 ]  # fmt: skip
 
 # File systems without flock (some network mounts) answer these: the folder is then not locked.
@@ -89,15 +90,42 @@ def write_json_atomic(path: Path, body: dict[str, Any], *, indent: int = 1, tmp:
     fsync_dir(path.parent)
 
 
+_EXCERPT = 24  # characters of a broken JSON file quoted around the error
+
+
+def load_json(path: Path, what: str) -> Any:
+    """The JSON document in ``path``; IndexFormatError "<path> is not a valid <what>" saying why
+    (not UTF-8: the first bad byte; not JSON: where, with a short excerpt; nested too deeply),
+    never a dump of its bytes. FileNotFoundError and other OSErrors pass through."""
+    what = what.removeprefix("the ")  # "the store configuration" reads as "a valid store configuration"
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise IndexFormatError(
+            f"{path} is not a valid {what}: it is not UTF-8 text (byte {exc.start} is 0x{raw[exc.start]:02x})"
+        ) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        excerpt = text[max(0, exc.pos - _EXCERPT // 2) : exc.pos + _EXCERPT // 2]
+        raise IndexFormatError(
+            f"{path} is not a valid {what}: it is not JSON ({exc.msg} at line {exc.lineno}, "
+            f"column {exc.colno}, near {excerpt!r})"
+        ) from None
+    except RecursionError:
+        raise IndexFormatError(f"{path} is not a valid {what}: its JSON nests too deeply") from None
+
+
 def read_json_checked(path: Path, what: str) -> dict[str, Any]:
     """The document :func:`write_json_atomic` wrote, without its checksum; IndexFormatError naming
     ``what`` when it is missing, unreadable, not an object or fails its checksum."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = load_json(path, what)
     except FileNotFoundError:
         raise IndexFormatError(f"{path}: {what} is missing") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise IndexFormatError(f"{path}: {what} is unreadable: {exc!r}") from None
+    except OSError as exc:
+        raise IndexFormatError(f"{path}: {what} is unreadable: {exc.strerror or exc}") from None
     if not isinstance(doc, dict) or "checksum" not in doc:
         raise IndexFormatError(f"{path}: {what} has no checksum")
     stored = doc.pop("checksum")

@@ -22,7 +22,6 @@ the checksums before trusting any offset, and validates the graph.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets
@@ -36,7 +35,7 @@ from . import _core
 from ._checked import checked_dict, checked_float, checked_int, checked_str
 from ._closing import ClosedError
 from ._core import IndexFormatError
-from ._durable import file_crc32, folder_lock, json_checksum, write_json_atomic
+from ._durable import file_crc32, folder_lock, json_checksum, load_json, write_json_atomic
 from ._interrupts import fault_point
 from ._progress import progress_bar
 from ._validation import as_flag, as_num_threads
@@ -153,10 +152,7 @@ def _read_manifest(root: Path) -> dict[str, Any]:
     mpath = root / MANIFEST
     if not mpath.is_file():
         raise IndexFormatError(f"{root} has no {MANIFEST}: not a saved poincare_index")
-    try:
-        manifest = json.loads(mpath.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise IndexFormatError(f"{mpath} is not valid JSON: {exc!r}") from None
+    manifest = load_json(mpath, "manifest of a saved index")
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
         raise IndexFormatError(f"{mpath} is not a poincare_index manifest")
     version = manifest.get("format_version")

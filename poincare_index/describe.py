@@ -4,7 +4,6 @@ way the loaders read it (validated), and nothing is written."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -12,38 +11,18 @@ from typing import Any
 import numpy as np
 
 from . import _time
+from ._durable import load_json
 
 __all__ = ["describe", "check_json_file"]
 
-_EXCERPT = 24  # characters of a broken JSON file quoted around the error
-
 
 def check_json_file(path: Path, what: str) -> None:
-    """IndexFormatError naming ``path`` when it is not JSON text: "is not a valid ``what``",
-    why, and at most a short excerpt (never a dump of its bytes). Whether the JSON holds the
-    right fields is the loaders' check; a file that cannot be read is left to them too."""
-    from ._core import IndexFormatError
-
+    """IndexFormatError naming ``path`` when it is not JSON text (see _durable.load_json);
+    whether it holds the right fields, or can be read at all, is the loaders' check."""
     try:
-        raw = path.read_bytes()
+        load_json(path, what)
     except OSError:
         return
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise IndexFormatError(
-            f"{path} is not a valid {what}: it is not UTF-8 text (byte {exc.start} is 0x{raw[exc.start]:02x})"
-        ) from None
-    try:
-        json.loads(text)
-    except json.JSONDecodeError as exc:
-        excerpt = text[max(0, exc.pos - _EXCERPT // 2) : exc.pos + _EXCERPT // 2]
-        raise IndexFormatError(
-            f"{path} is not a valid {what}: it is not JSON ({exc.msg} at line {exc.lineno}, "
-            f"column {exc.colno}, near {excerpt!r})"
-        ) from None
-    except RecursionError:
-        raise IndexFormatError(f"{path} is not a valid {what}: its JSON nests too deeply") from None
 
 
 def _bytes_under(path: Path) -> int:

@@ -111,3 +111,28 @@ def test_inspect_refuses_a_garbled_manifest_before_showing_a_url(tmp_path, capsy
     captured = capsys.readouterr()
     assert captured.out == "" and "\\x" not in captured.err
     assert captured.err.startswith(f"poincare-index inspect: {manifest} is not a valid manifest")
+
+
+def test_loaders_name_a_garbled_json_file_without_dumping_its_bytes(tmp_path):
+    """read_index and Memory(path=) say what the CLI says (before: the bytes in a repr)."""
+    import numpy as np
+
+    import poincare_index as pi
+    from poincare_memory import Memory
+
+    index = pi.PoincareFlatIndex(4)
+    index.add(np.zeros((2, 4), np.float32))
+    index.save(tmp_path / "idx")
+    (tmp_path / "idx" / "manifest.json").write_bytes(b"\xee\x98" + bytes(range(256)) * 4)
+    with pytest.raises(
+        pi.IndexFormatError, match=r"manifest\.json is not a valid manifest of a saved index: it is not UTF-8"
+    ) as got:
+        pi.read_index(tmp_path / "idx")
+    assert len(str(got.value)) < 200
+    Memory(path=tmp_path / "store").close()
+    (tmp_path / "store" / "default" / "config.json").write_text('{"format": "poincare_memory", ' * 40)
+    with pytest.raises(
+        pi.IndexFormatError, match=r"config\.json is not a valid store configuration: it is not JSON"
+    ) as got:
+        Memory(path=tmp_path / "store")
+    assert len(str(got.value)) < 300

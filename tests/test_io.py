@@ -127,7 +127,7 @@ def test_manifest_problems(built, tmp_path):
     mpath = path / MANIFEST
     good = mpath.read_text()
     for text, pattern in [
-        ("{not json", "not valid JSON"),
+        ("{not json", "is not JSON"),
         ('{"format": "other"}', "not a poincare_index manifest"),
         (good.replace('"format_version": 2', '"format_version": 99'), "version 99"),
         (good.replace('"ntotal": ', '"ntotal": 1'), "checksum mismatch"),
