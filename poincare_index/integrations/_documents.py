@@ -34,6 +34,7 @@ __all__ = [
     "encode_metadata", "decode_metadata", "check_kinds", "metadata_filter", "resolve_missing",
     "mmr_select", "upsert", "write_copy", "embedding_rows", "check_unique_ids", "check_in_ball",
     "MAX_TANGENT_NORM",
+    "scale_advice",
 ]  # fmt: skip
 
 JSON_COLUMN = "metadata_json"
@@ -351,3 +352,22 @@ def check_in_ball(points: NDArray[Any], label: Callable[[int], str], why: Callab
         if not np.isfinite(sq[i]):
             raise ValueError(f"{label(i)}: its embedding contains NaN or Inf")
         raise ValueError(f"{label(i)}: {why(i)}")
+
+
+def scale_advice(raw: NDArray[Any], i: int, normalize: bool, scale: float) -> str:
+    """Why row ``i`` of the Euclidean embeddings ``raw`` lands on the ball's boundary, in the
+    terms of a store's ``normalize`` and ``scale`` options (what an integration's user sets;
+    never project(), which such a user does not call)."""
+    if normalize:
+        return (
+            f"scale={scale:g} puts every embedding on the boundary of the Poincaré ball; "
+            f"use a scale below {MAX_TANGENT_NORM:g}"
+        )
+    norms = np.linalg.norm(raw, axis=1)
+    fits = MAX_TANGENT_NORM / float(norms.max()) if norms.max() > 0 else scale
+    return (
+        f"its embedding has norm {norms[i]:.4g}, and with normalize=False a vector whose norm "
+        f"times scale (here {scale:g}) exceeds {MAX_TANGENT_NORM:g} lands on the boundary of the "
+        f"Poincaré ball; use normalize=True (the default), or scale={fits:.2g} or less to shrink "
+        "the embeddings"
+    )

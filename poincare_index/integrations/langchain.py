@@ -40,7 +40,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from ..embed import CallableEmbedder, HashingEmbedder, as_texts
 from ..memory import Memory
 from ._documents import (
-    MAX_TANGENT_NORM,
     check_in_ball,
     check_kinds,
     check_unique_ids,
@@ -50,6 +49,7 @@ from ._documents import (
     metadata_filter,
     mmr_select,
     resolve_missing,
+    scale_advice,
     upsert,
     write_copy,
 )
@@ -214,19 +214,7 @@ class PoincareVectorStore(VectorStore):
         user sets normalize and scale, and never calls project())."""
 
         def why(i: int) -> str:
-            if self._normalize:
-                return (
-                    f"scale={self._scale:g} puts every embedding on the boundary of the Poincaré ball; "
-                    f"use a scale below {MAX_TANGENT_NORM:g}"
-                )
-            norms = np.linalg.norm(raw, axis=1)
-            fits = MAX_TANGENT_NORM / float(norms.max()) if norms.max() > 0 else self._scale
-            return (
-                f"its embedding has norm {norms[i]:.4g}, and with normalize=False a vector whose norm "
-                f"times scale (here {self._scale:g}) exceeds {MAX_TANGENT_NORM:g} lands on the boundary "
-                f"of the Poincaré ball; use normalize=True (the default), or scale={fits:.2g} or "
-                "less to shrink the embeddings"
-            )
+            return scale_advice(raw, i, self._normalize, self._scale)
 
         check_in_ball(points, label, why)
 

@@ -56,7 +56,6 @@ from ..embed import CallableEmbedder
 from ..memory import Memory
 from ..memory.store import NamespaceDir
 from ._documents import (
-    MAX_TANGENT_NORM,
     PREFIX,
     check_in_ball,
     check_kinds,
@@ -65,6 +64,7 @@ from ._documents import (
     encode_metadata,
     mmr_select,
     resolve_missing,
+    scale_advice,
     upsert,
     write_copy,
 )
@@ -412,19 +412,7 @@ class PoincareVectorStore(BasePydanticVectorStore):
             points = self._embedder.to_ball(raw, raw.shape[0])
 
             def why(i: int) -> str:
-                if self.normalize:
-                    return (
-                        f"scale={self.scale:g} puts every embedding on the boundary of the Poincaré "
-                        f"ball; use a scale below {MAX_TANGENT_NORM:g}"
-                    )
-                norms = np.linalg.norm(raw, axis=1)
-                fits = MAX_TANGENT_NORM / float(norms.max()) if norms.max() > 0 else self.scale
-                return (
-                    f"its embedding has norm {norms[i]:.4g}, and with normalize=False a vector whose "
-                    f"norm times scale (here {self.scale:g}) exceeds {MAX_TANGENT_NORM:g} lands on the "
-                    f"boundary of the Poincaré ball; use normalize=True (the default), or "
-                    f"scale={fits:.2g} or less to shrink the embeddings"
-                )
+                return scale_advice(raw, i, self.normalize, self.scale)
 
         check_in_ball(points, label, why)
         return points  # type: ignore[no-any-return]

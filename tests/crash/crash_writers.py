@@ -221,15 +221,20 @@ def memory_state(path: Path) -> dict[str, dict[str, Any]]:
     from poincare_memory import Memory
 
     with Memory(path=path, read_only=True, num_threads=1) as mem:
-        return {
-            r.id: {
-                "text": r.text,
-                "t": _us(r.t),
-                "until": None if r.valid_until is None else _us(r.valid_until),
-                "count": r.access_count,
-            }
-            for r in mem.list()
+        return state_of(mem)
+
+
+def state_of(mem: Any) -> dict[str, dict[str, Any]]:
+    """Every memory's text, time, validity end and access count, by id."""
+    return {
+        r.id: {
+            "text": r.text,
+            "t": _us(r.t),
+            "until": None if r.valid_until is None else _us(r.valid_until),
+            "count": r.access_count,
         }
+        for r in mem.list()
+    }
 
 
 def check_memory(
@@ -355,15 +360,7 @@ def opened_as_writer(path: Path, **kwargs: Any) -> tuple[dict[str, dict[str, Any
         warnings.simplefilter("always")
         mem = Memory(path=path, num_threads=1, **kwargs)
     with mem:
-        state = {
-            r.id: {
-                "text": r.text,
-                "t": _us(r.t),
-                "until": None if r.valid_until is None else _us(r.valid_until),
-                "count": r.access_count,
-            }
-            for r in mem.list()
-        }
+        state = state_of(mem)
     return state, any(issubclass(w.category, RecoveryWarning) for w in caught)
 
 
