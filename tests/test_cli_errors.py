@@ -52,13 +52,16 @@ def test_the_port_bounds_are_accepted():
     assert build_parser().parse_args(["demo", "--dim", "2"]).dim == 2
 
 
-def test_version_prints_the_package_version(capsys):
+def test_version_prints_the_package_version(capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
     assert exit_.value.code == 0
     assert capsys.readouterr().out == f"poincare_index {pi.__version__}\n"
     proc = subprocess.run(
-        [sys.executable, "-m", "poincare_index", "--version"], capture_output=True, text=True
+        [sys.executable, "-m", "poincare_index", "--version"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,  # not a checkout, whose unbuilt source would be what -m finds
     )
     assert proc.returncode == 0 and proc.stdout.strip() == f"poincare_index {pi.__version__}"
 

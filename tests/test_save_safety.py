@@ -5,9 +5,10 @@ or processes save to one directory at once (they run one after the other, each c
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import shutil
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -195,20 +196,36 @@ def test_loads_during_saves_always_read_a_whole_save(tmp_path):
     assert not errors, errors
 
 
-def _save_in_child(path: str, seed: int, rounds: int) -> None:
-    index = _make("hnsw", 1500, seed=seed)
-    for _ in range(rounds):
-        index.save(path)
+# A child process builds its own index and saves it again and again: the installed package only
+# (run from an empty folder, so a checkout's unbuilt source is not what it imports).
+_SAVER = """
+import sys
+import numpy as np
+import poincare_index as pi
+path, seed, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+x = pi.expmap0(np.random.default_rng(seed).normal(size=(1500, 8)) * 0.3).astype(np.float32)
+index = pi.PoincareIndex(8, M=8, ef_construction=32, num_threads=1)
+index.add(x, t=np.datetime64("2026-01-01", "us"), metadata={"n": np.arange(1500)})
+for _ in range(rounds):
+    index.save(path)
+"""
 
 
 def test_two_processes_saving_to_one_directory_take_turns(tmp_path):
-    ctx = multiprocessing.get_context("spawn")
-    children = [ctx.Process(target=_save_in_child, args=(str(tmp_path / "a"), seed, 6)) for seed in (0, 1)]
+    work = tmp_path / "cwd"
+    work.mkdir()
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", _SAVER, str(tmp_path / "a"), str(seed), "6"],
+            cwd=work,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for seed in (0, 1)
+    ]
     for child in children:
-        child.start()
-    for child in children:
-        child.join(180)
-    assert [c.exitcode for c in children] == [0, 0]
+        child.wait(180)
+    assert [c.returncode for c in children] == [0, 0], [c.stderr.read()[-2000:] for c in children]
     loaded = pi.read_index(tmp_path / "a")
     assert loaded.ntotal == 1500
     assert any(np.array_equal(loaded.reconstruct(3), _points(1500, 8, s)[3]) for s in (0, 1))
