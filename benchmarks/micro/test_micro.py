@@ -5,6 +5,7 @@ and compare a change against it."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,6 +129,19 @@ def test_search_one_core_call(benchmark: Benchmark, micro: MicroData) -> None:
     q = micro.queries[:1]
     benchmark.group = "search call overhead"
     D, I = benchmark(micro.hnsw._core.search, q, 10, 16)
+    assert I.shape == (1, 10)
+
+
+@pytest.mark.parametrize("checked", [True, False], ids=["closed-check", "unwrapped"])
+def test_search_one_closed_check(benchmark: Benchmark, micro: MicroData, checked: bool) -> None:
+    """One query at ef=16 through the closed-object check (_closing.py) and through the method
+    it wraps: the pair is what the check costs a single-query search."""
+    q = micro.queries[:1]
+    benchmark.group = "closed check"
+    search = (
+        micro.hnsw.search if checked else functools.partial(type(micro.hnsw).search.__wrapped__, micro.hnsw)
+    )
+    D, I = benchmark(search, q, 10, ef=16)
     assert I.shape == (1, 10)
 
 
