@@ -23,6 +23,7 @@ from ._validation import (
     as_id,
     as_ids,
     as_matrix,
+    as_num_threads,
     as_positive_int,
     check_result_size,
 )
@@ -155,7 +156,7 @@ class IndexBase(FaissSurface):
 
     @num_threads.setter
     def num_threads(self, value: int) -> None:
-        self._core.num_threads = as_positive_int(value, "num_threads")
+        self._core.num_threads = as_num_threads(value)
 
     def __contains__(self, id: object) -> bool:
         try:

@@ -121,14 +121,20 @@ def as_flag(value: Any, name: str) -> bool:
     return bool(value)
 
 
+# An index's pool starts this many threads at most: more never helps on a machine this runs on,
+# and past the process's thread limit starting them fails deep in the core ("Resource
+# temporarily unavailable") instead of naming the argument.
+MAX_THREADS = 1024
+
+
 def as_num_threads(value: Any) -> int:
-    """``num_threads``: a positive int, or None for every core this process may run on."""
+    """``num_threads``: an int in [1, MAX_THREADS], or None for every core this process may run on."""
     if value is None:
         try:
-            return max(1, len(os.sched_getaffinity(0)))
+            return max(1, min(MAX_THREADS, len(os.sched_getaffinity(0))))
         except AttributeError:  # pragma: no cover - not Linux
-            return max(1, os.cpu_count() or 1)
-    return as_positive_int(value, "num_threads")
+            return max(1, min(MAX_THREADS, os.cpu_count() or 1))
+    return as_int_in(value, "num_threads", 1, MAX_THREADS)
 
 
 def as_texts(texts: Any, where: str = "texts") -> list[str]:

@@ -9,32 +9,28 @@ import time
 from typing import Callable, NoReturn, Sequence
 
 from . import __version__
+from ._validation import MAX_THREADS
 
 
-def _int_at_least(low: int, why: str = "") -> Callable[[str], int]:
+def _int_at_least(low: int, why: str = "", high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an int >= ``low`` (and <= ``high``), ``why`` said when it is not."""
+    span = f">= {low}" if high is None else f"in {low}..{high}"
+
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}{why}, got {value}")
+            raise argparse.ArgumentTypeError(f"must be an integer {span}, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {span}{why}, got {value}")
         return value
 
     return parse
 
 
 _positive = _int_at_least(1)
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer in 0..65535, got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be in 0..65535 (0: any free port), got {value}")
-    return value
+_port = _int_at_least(0, " (0: any free port)", 65535)
+_threads = _int_at_least(1, "", MAX_THREADS)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -60,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--queries", type=_positive, default=500, help="held-out queries (default 500)")
     demo.add_argument("--k", type=_positive, default=10, help="neighbours per query (default 10)")
     demo.add_argument("--seed", type=_int_at_least(0), default=0, help="random seed, >= 0 (default 0)")
-    demo.add_argument("--threads", type=_positive, default=None, help="threads (default: all cores)")
+    demo.add_argument("--threads", type=_threads, default=None, help="threads (default: all cores)")
     info = sub.add_parser(
         "info",
         help="describe a saved index or memory store (kind, size, dimension, time range, namespaces, "

@@ -35,7 +35,8 @@ DIM = "argument --dim: must be >= 2 (the demo's generated hierarchy needs it), g
         (["demo", "--dim", "1"], DIM),
         (["demo", "--seed", "-1"], "argument --seed: must be >= 0, got -1"),
         (["demo", "--n", "0"], "argument --n: must be >= 1, got 0"),
-        (["demo", "--k", "ten"], "argument --k: must be an integer, got 'ten'"),
+        (["demo", "--k", "ten"], "argument --k: must be an integer >= 1, got 'ten'"),
+        (["demo", "--threads", "100000"], "argument --threads: must be in 1..1024, got 100000"),
     ],
 )
 def test_bad_arguments_are_one_line_with_status_2(capsys, argv, message):

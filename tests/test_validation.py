@@ -160,6 +160,8 @@ def test_constructor_errors():
         pi.PoincareFlatIndex(4, curvature=float("nan"))
     with pytest.raises(ValueError, match="num_threads"):
         pi.PoincareFlatIndex(4, num_threads=0)
+    with pytest.raises(ValueError, match=r"num_threads must be in \[1, 1024\], got 100000"):
+        pi.PoincareIndex(4, num_threads=100_000)  # before: RuntimeError from the core's thread pool
     with pytest.raises(ValueError, match="seed"):
         pi.PoincareIndex(4, seed=-1)
 
