@@ -299,7 +299,7 @@ class Journal:
                     f"operation was never acknowledged): dropped; the store holds every operation up "
                     f"to number {self.seq}"
                 ),
-                stacklevel=4,
+                stacklevel=3,  # the call that opened the Memory
             )
 
     def set_damage_aside(self, damage: LogDamageError) -> None:
@@ -318,7 +318,7 @@ class Journal:
                 f"operation up to number {self.seq}; whatever was logged after that is dropped. "
                 f"Logs set aside for inspection: {kept}"
             ),
-            stacklevel=4,
+            stacklevel=4,  # the call that opened the Memory
         )
 
     def refresh(self, reopen: Callable[[], Any]) -> bool:
