@@ -25,6 +25,7 @@ import faiss
 import hnswlib
 import numpy as np
 from numpy.typing import NDArray
+from prefetch_rescore import HnswlibPrefetchRescore
 from truth import Truth, recall
 
 import poincare_index as pi
@@ -529,4 +530,7 @@ class NgtONNG(NgtANNG):
 
 # Optional contenders (need ``ngt``), by name; bench_families.py picks from CONTENDERS and these.
 NGT_CONTENDERS: dict[str, type[Adapter]] = {cls.name: cls for cls in (NgtANNG, NgtONNG)}
-ALL_CONTENDERS: dict[str, type[Adapter]] = {**CONTENDERS, **NGT_CONTENDERS}
+# Qdrant's recipe for hyperbolic data (hnswlib L2 prefetch, exact Poincaré re-score), in its own
+# file (prefetch_rescore.py); kept out of CONTENDERS like NGT, so a suite runs it when named.
+PREFETCH_CONTENDERS: dict[str, Any] = {HnswlibPrefetchRescore.name: HnswlibPrefetchRescore}
+ALL_CONTENDERS: dict[str, type[Adapter]] = {**CONTENDERS, **NGT_CONTENDERS, **PREFETCH_CONTENDERS}

@@ -50,7 +50,11 @@ I64 = NDArray[np.int64]
 Find = Callable[[F32, int, Any], I64]  # (queries, k, sweep setting) -> ids
 
 # --contenders name -> adapter name in adapters.ALL_CONTENDERS ("ours" is built here, with --M etc.)
-CONTENDERS = {"ours": None, "hnswlib": "hnswlib-l2", "ngt-anng": "ngt-anng", "ngt-onng": "ngt-onng"}
+# ("prefetch-rescore": Qdrant's recipe, an L2 prefetch re-scored exactly in the Poincaré metric)
+CONTENDERS = {
+    "ours": None, "hnswlib": "hnswlib-l2", "ngt-anng": "ngt-anng", "ngt-onng": "ngt-onng",
+    "prefetch-rescore": "hnswlib-prefetch-rescore",
+}  # fmt: skip
 
 
 @dataclass
