@@ -27,7 +27,15 @@ from ._validation import as_texts
 from .geometry import at_depth, expmap0
 from .hashing import HashingEmbedder
 
-__all__ = ["Embedder", "HashingEmbedder", "CallableEmbedder", "MiniLMEmbedder", "as_texts", "embed_checked"]
+__all__ = [
+    "Embedder",
+    "HashingEmbedder",
+    "CallableEmbedder",
+    "MiniLMEmbedder",
+    "as_texts",
+    "embed_checked",
+    "embedding_rows",
+]
 
 
 @runtime_checkable
@@ -42,24 +50,40 @@ class Embedder(Protocol):
         ...
 
 
-def embedding_rows(raw: Any, who: str) -> NDArray[np.float64]:
-    """What an embedder returned as a float64 array; ValueError naming the first row whose
-    length differs from row 0's (numpy alone says "inhomogeneous shape"), TypeError for values
-    that are not numbers."""
+def embedding_rows(
+    rows: Any,
+    n: int,
+    returned: str,
+    label: Callable[[int], str] = lambda i: f"row {i}",
+    dtype: Any = np.float64,
+) -> NDArray[Any]:
+    """What an embedder or an embeddings object returned for ``n`` inputs, as an (n, d) array of
+    ``dtype``. ValueError starting with ``returned`` (e.g. "OpenAIEmbeddings.embed_documents
+    returned") for a count other than ``n`` or vectors of different lengths, naming the first
+    row that differs by ``label(i)`` and both lengths (numpy alone says "inhomogeneous shape");
+    TypeError for values that are not numbers."""
     try:
-        return np.asarray(raw, dtype=np.float64)
-    except (ValueError, TypeError) as exc:
-        try:
-            lengths = [len(row) for row in raw]
-        except TypeError:
-            raise TypeError(f"{who} returned {type(raw).__name__}, not numbers: {exc}") from None
-        odd = next((i for i, length in enumerate(lengths) if length != lengths[0]), None)
-        if odd is None:
-            raise TypeError(f"{who} returned values that are not numbers: {exc}") from None
-        raise ValueError(
-            f"{who} returned vectors of different lengths: row {odd} has {lengths[odd]} values, "
-            f"row 0 has {lengths[0]}"
-        ) from None
+        arr = np.asarray(rows, dtype=dtype)
+    except (ValueError, TypeError):
+        arr = None  # ragged or not numbers: told apart below
+    if arr is not None and arr.ndim == 2 and arr.shape[0] == n:
+        return arr
+    try:
+        count = len(rows)
+    except TypeError:
+        raise TypeError(f"{returned} a {type(rows).__name__}, not a list of vectors") from None
+    if count != n:
+        raise ValueError(f"{returned} {count} vectors for {n} inputs")
+    lengths = [len(row) if hasattr(row, "__len__") else 1 for row in rows]
+    for i, length in enumerate(lengths):
+        if length != lengths[0]:
+            raise ValueError(
+                f"{returned} vectors of different lengths: {label(i)} has length {length}, "
+                f"{label(0)} has length {lengths[0]}"
+            )
+    if arr is None:
+        raise TypeError(f"{returned} vectors whose values are not numbers")
+    raise ValueError(f"{returned} an array of shape {arr.shape}, not one vector per input")
 
 
 class CallableEmbedder:
@@ -96,8 +120,8 @@ class CallableEmbedder:
     def to_ball(self, raw: Any, n: int) -> NDArray[np.float32]:
         """``n`` Euclidean vectors of the model (e.g. a query embedded by another call of the
         same model) mapped into the ball exactly as :meth:`embed` maps its own."""
-        raw = embedding_rows(raw, f"embedder {self.name!r}")
-        if raw.ndim != 2 or raw.shape != (n, self.dim):
+        raw = embedding_rows(raw, n, f"embedder {self.name!r} returned")
+        if raw.shape != (n, self.dim):
             raise ValueError(f"embedder {self.name!r} returned shape {raw.shape}, expected ({n}, {self.dim})")
         if not np.all(np.isfinite(raw)):
             raise ValueError(f"embedder {self.name!r} returned NaN or Inf")
@@ -135,7 +159,9 @@ class MiniLMEmbedder(CallableEmbedder):
 
 def embed_checked(embedder: Any, texts: list[str]) -> NDArray[np.float32]:
     """Runs an embedder and checks its output: shape (len(texts), dim), finite, inside the ball."""
-    out = embedding_rows(embedder.embed(texts), f"embedder {embedder.name!r}").astype(np.float32)
+    out = embedding_rows(
+        embedder.embed(texts), len(texts), f"embedder {embedder.name!r} returned", dtype=np.float32
+    )
     if out.shape != (len(texts), embedder.dim):
         raise ValueError(
             f"embedder {embedder.name!r} returned shape {out.shape}, expected ({len(texts)}, {embedder.dim})"

@@ -258,7 +258,8 @@ def test_an_embedder_returning_rows_of_different_lengths_is_named_with_the_row()
     """Before: numpy's "inhomogeneous shape" from deep inside add_many."""
     ragged = CallableEmbedder(lambda ts: [[0.1] * (3 + i % 2) for i in range(len(ts))], dim=4, name="ragged")
     with pytest.raises(
-        ValueError, match=r"'ragged' returned vectors of different lengths: row 1 has 4 values, row 0"
+        ValueError,
+        match=r"'ragged' returned vectors of different lengths: row 1 has length 4, row 0 has length 3",
     ):
         ragged.embed(["a", "b"])
     words = CallableEmbedder(lambda ts: [["x"] * 4 for _ in ts], dim=4, name="words")

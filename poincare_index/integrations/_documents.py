@@ -32,7 +32,7 @@ from ..geometry import BALL_MARGIN, distance
 
 __all__ = [
     "encode_metadata", "decode_metadata", "check_kinds", "metadata_filter", "resolve_missing",
-    "mmr_select", "upsert", "write_copy", "embedding_rows", "check_unique_ids", "check_in_ball",
+    "mmr_select", "upsert", "write_copy", "check_unique_ids", "check_in_ball",
     "MAX_TANGENT_NORM",
     "scale_advice",
 ]  # fmt: skip
@@ -295,35 +295,6 @@ def upsert(memory: Any, ids: Sequence[str], texts: Sequence[str], metas: Sequenc
             old = memory[doc_id].metadata
             replacement = {key: None for key in old if key not in metas[i]} | dict(metas[i])
             memory.update(doc_id, texts[i], metadata=replacement, vector=points[i])
-
-
-def embedding_rows(rows: Any, n: int, returned: str, label: Callable[[int], str]) -> NDArray[np.float64]:
-    """What an embeddings object returned for ``n`` inputs as an (n, d) float64 array.
-    ValueError starting with ``returned`` (e.g. "OpenAIEmbeddings.embed_documents returned")
-    for a count other than ``n`` or vectors of different lengths (naming the first differing row
-    by ``label(i)``, and both lengths)."""
-    try:
-        arr = np.asarray(rows, dtype=np.float64)
-    except (ValueError, TypeError):
-        arr = None  # ragged or not numbers: told apart below
-    if arr is not None and arr.ndim == 2 and arr.shape[0] == n:
-        return arr
-    try:
-        count = len(rows)
-    except TypeError:
-        raise TypeError(f"{returned} a {type(rows).__name__}, not a list of vectors") from None
-    if count != n:
-        raise ValueError(f"{returned} {count} vectors for {n} inputs")
-    lengths = [len(row) if hasattr(row, "__len__") else 1 for row in rows]
-    for i, length in enumerate(lengths):
-        if length != lengths[0]:
-            raise ValueError(
-                f"{returned} vectors of different lengths: {label(i)} has length {length}, "
-                f"{label(0)} has length {lengths[0]}"
-            )
-    if arr is None:
-        raise TypeError(f"{returned} vectors that are not lists of numbers")
-    raise ValueError(f"{returned} an array of shape {arr.shape}, not one vector per input")
 
 
 def check_unique_ids(ids: Sequence[str], where: str = "ids") -> None:

@@ -37,14 +37,13 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "(from a checkout of poincare_index)"
     ) from exc
 
-from ..embed import CallableEmbedder, HashingEmbedder, as_texts
+from ..embed import CallableEmbedder, HashingEmbedder, as_texts, embedding_rows
 from ..memory import Memory
 from ._documents import (
     check_in_ball,
     check_kinds,
     check_unique_ids,
     decode_metadata,
-    embedding_rows,
     encode_metadata,
     metadata_filter,
     mmr_select,

@@ -52,7 +52,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "(from a checkout of poincare_index)"
     ) from exc
 
-from ..embed import CallableEmbedder
+from ..embed import CallableEmbedder, embedding_rows
 from ..memory import Memory
 from ..memory.store import NamespaceDir
 from ._documents import (
@@ -60,7 +60,6 @@ from ._documents import (
     check_in_ball,
     check_kinds,
     decode_metadata,
-    embedding_rows,
     encode_metadata,
     mmr_select,
     resolve_missing,
