@@ -32,7 +32,7 @@ import inspect
 import os
 from typing import Any, Callable, TypeVar
 
-__all__ = ["ClosedError", "Released", "refuse_when_closed"]
+__all__ = ["ClosedError", "Released", "refuse_when_closed", "refuse_if_closed"]
 
 _T = TypeVar("_T", bound=type)
 
@@ -54,6 +54,14 @@ def _message(obj: Any, call: str, what: str | None, state: Any) -> str:
     owner = type(obj).__name__
     reason = state if isinstance(state, str) else f"this {what or owner} is closed"
     return f"{owner}.{call}: {reason}"
+
+
+def refuse_if_closed(obj: Any, call: str, what: str | None = None) -> None:
+    """The decorator's check and message, for code outside the guarded methods that must check
+    again (a save that waited for a lock while the object was closed)."""
+    state = obj._closed
+    if state:
+        raise ClosedError(_message(obj, call, what, state))
 
 
 class Released:

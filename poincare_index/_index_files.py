@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 
 from . import _core
 from ._checked import checked_dict, checked_float, checked_int, checked_str
-from ._closing import ClosedError
+from ._closing import refuse_if_closed
 from ._core import IndexFormatError
 from ._durable import file_crc32, folder_lock, json_checksum, load_json, write_json_atomic
 from ._interrupts import fault_point
@@ -75,7 +75,7 @@ def write_index(index: Any, path: PathLike) -> None:
     """
     if not isinstance(index, tuple(_KINDS.values())):
         raise TypeError(f"expected a PoincareIndex or PoincareFlatIndex, got {type(index).__name__}")
-    _check_open(index)
+    refuse_if_closed(index, "write_index", "index")
     root = Path(path)
     if root.exists() and not root.is_dir():
         raise FileExistsError(f"{root} exists and is not a directory")
@@ -89,11 +89,6 @@ def write_index(index: Any, path: PathLike) -> None:
         _write_locked(index, root)
 
 
-def _check_open(index: Any) -> None:
-    if index._closed:
-        raise ClosedError(f"write_index: this {type(index).__name__} is closed")
-
-
 def _write_locked(index: Any, root: Path) -> None:
     """The save itself, under the directory's lock."""
     token = secrets.token_hex(6)
@@ -101,7 +96,7 @@ def _write_locked(index: Any, root: Path) -> None:
     graph_name = f"graph-{token}.bin" if index.kind == "hnsw" else ""
     columns_name = f"columns-{token}.arrow"
     with index._write_lock:  # a consistent snapshot: no add or remove runs during the save
-        _check_open(index)  # closed while this call waited for the locks
+        refuse_if_closed(index, "write_index", "index")  # closed while this call waited for the locks
         # What a fast open left unchecked is checked before it is written out with fresh
         # checksums, which would make a damaged file pass every later load.
         index._core.verify()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import _core, _time
-from .._closing import ClosedError
+from .._closing import refuse_if_closed
 from .._interrupts import fault_point
 from .._validation import as_int_in, as_positive_int
 from ._ray_support import import_ray
@@ -44,11 +44,11 @@ def save(index: ShardedIndex, path: str) -> None:
     or processes run one after the other (a lock on the directory)."""
     from .._durable import folder_lock, write_json_atomic
 
-    _check_open(index)
+    refuse_if_closed(index, "save", "index")
     root = Path(os.path.abspath(path))  # the shards' working directories are not the driver's
     root.mkdir(parents=True, exist_ok=True)
     with folder_lock(root):
-        _check_open(index)  # closed while this call waited
+        refuse_if_closed(index, "save", "index")  # closed while this call waited
         slots = list(index._set.slots)
         buckets = index._buckets
         body = {
@@ -83,11 +83,6 @@ def save(index: ShardedIndex, path: str) -> None:
             stale = _SHARD_DIR.match(old.name) and old.name not in keep
             if old.is_dir() and (stale or old.name.startswith(".staging-")):  # a save that died midway
                 shutil.rmtree(old)
-
-
-def _check_open(index: ShardedIndex) -> None:
-    if index._closed:
-        raise ClosedError(f"{type(index).__name__}.save: this index is closed")
 
 
 def load(cls: type[ShardedIndex], path: str, **kwargs: Any) -> ShardedIndex:
