@@ -76,6 +76,39 @@ def assert_refuses_every_call(obj: object, what: str) -> list[str]:
     return called
 
 
+def in_threads(calls: list) -> object:
+    """Starts each of ``calls`` in a thread of its own; returns ``join(timeout)``, which waits for
+    them and gives the exceptions they raised (a call stops at its first)."""
+    errors: list[BaseException] = []
+
+    def run(call) -> None:
+        try:
+            call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(call,)) for call in calls]
+    for th in threads:
+        th.start()
+
+    def join(timeout: float) -> list[BaseException]:
+        for th in threads:
+            th.join(timeout)
+        return errors
+
+    return join
+
+
+def answered_or_refused(call) -> str:
+    """ "answered" when ``call()`` returns, "refused" when it raises ClosedError; any other
+    exception goes on (a closing object may refuse a call, never fail it otherwise)."""
+    try:
+        call()
+    except ClosedError:
+        return "refused"
+    return "answered"
+
+
 def _points(n: int, dim: int = 8, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     return pi.expmap0(rng.normal(size=(n, dim)) * 0.3).astype(np.float32)
@@ -199,34 +232,26 @@ def test_close_during_searches_never_crashes_and_each_search_answers_or_refuses(
         index = pi.read_index(tmp_path / "a", mmap=True)
     queries = _points(64, dim, seed=2)
     outcomes: list[str] = []
-    errors: list[BaseException] = []
     started = threading.Barrier(5)
+
+    def plain() -> None:
+        D, I = index.search(queries, 10)
+        assert I.shape == (64, 10) and np.all(I >= 0)
+
+    def scored() -> None:
+        r = index.search_scored(queries, 10, decay=pi.HalfLife(24), filters={"g": {"$ne": 1}})
+        assert np.all(r.ids % 4 != 1)
 
     def search(i: int) -> None:
         started.wait()
         for _ in range(200):
-            try:
-                if i % 2:
-                    D, I = index.search(queries, 10)
-                    assert I.shape == (64, 10) and np.all(I >= 0)
-                else:
-                    r = index.search_scored(queries, 10, decay=pi.HalfLife(24), filters={"g": {"$ne": 1}})
-                    assert np.all(r.ids % 4 != 1)
-                outcomes.append("answered")
-            except ClosedError:
-                outcomes.append("refused")
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                errors.append(exc)
-                return
+            outcomes.append(answered_or_refused(plain if i % 2 else scored))
 
-    threads = [threading.Thread(target=search, args=(i,)) for i in range(4)]
-    for th in threads:
-        th.start()
+    join = in_threads([lambda i=i: search(i) for i in range(4)])
     started.wait()
     time.sleep(0.05)  # searches are running
     index.close()
-    for th in threads:
-        th.join(60)
+    errors = join(60)
     assert not errors, errors[:3]
     assert "answered" in outcomes and "refused" in outcomes
     if mmap:

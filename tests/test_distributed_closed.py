@@ -16,7 +16,7 @@ import pytest
 if not os.environ.get("CI"):  # CI installs the extra: a missing one fails there
     pytest.importorskip("ray")
 
-from test_closed import assert_refuses_every_call  # noqa: E402
+from test_closed import answered_or_refused, assert_refuses_every_call, in_threads  # noqa: E402
 
 import poincare_index as pi  # noqa: E402
 from poincare_index import _interrupts  # noqa: E402
@@ -66,27 +66,21 @@ def test_a_search_running_while_the_index_closes_answers_whole_or_refuses(tmp_pa
     s = ShardedIndex(16, shards=2, kind="flat", checkpoint_path=tmp_path / "ck")
     s.add(x)
     outcomes: list[str] = []
-    errors: list[BaseException] = []
     running = threading.Event()
+
+    def answer() -> None:
+        D, I = s.search(q, 10)
+        assert I.shape == (50, 10) and np.all(I >= 0)  # never a partial answer
 
     def search() -> None:
         for _ in range(400):
-            try:
-                D, I = s.search(q, 10)
-                assert I.shape == (50, 10) and np.all(I >= 0)  # never a partial answer
-                outcomes.append("answered")
-            except ClosedError:
-                outcomes.append("refused")
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                errors.append(exc)
-                return
+            outcomes.append(answered_or_refused(answer))
             running.set()
 
-    th = threading.Thread(target=search)
-    th.start()
+    join = in_threads([search])
     assert running.wait(60)
     s.close()  # no restoration starts for the shards it ends, though a checkpoint could restore them
-    th.join(120)
+    errors = join(120)
     assert not errors, errors[:3]
     assert "answered" in outcomes and "refused" in outcomes
 
@@ -125,22 +119,14 @@ def test_two_indexes_saving_to_one_path_keep_their_own_shards(tmp_path):
     back = ShardedIndex.load(tmp_path / "p")
     np.testing.assert_array_equal(back.reconstruct_batch([0, 99]), xb[[0, 99]])
     back.close()
+
     # Saves of both from two threads at once take turns; the last one stands whole.
-    errors: list[BaseException] = []
-
     def grow_and_save(index, x) -> None:
-        try:
-            for i in range(3):
-                index.add(x[i : i + 1])
-                index.save(tmp_path / "p")
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        for i in range(3):
+            index.add(x[i : i + 1])
+            index.save(tmp_path / "p")
 
-    threads = [threading.Thread(target=grow_and_save, args=args) for args in ((a, xa), (b, xb))]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(120)
+    errors = in_threads([lambda: grow_and_save(a, xa), lambda: grow_and_save(b, xb)])(120)
     assert not errors, errors
     back = ShardedIndex.load(tmp_path / "p")
     assert back.ntotal == 103

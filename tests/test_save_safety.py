@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_closed import in_threads
 
 import poincare_index as pi
 from poincare_index import _interrupts
@@ -147,22 +148,14 @@ def test_two_threads_saving_to_one_directory_take_turns(tmp_path, same_index):
     indexes = (
         [_make("hnsw", 2000, seed=0)] * 2 if same_index else [_make("hnsw", 2000, seed=s) for s in (0, 1)]
     )
-    errors: list[BaseException] = []
     start = threading.Barrier(2)
 
     def save(index) -> None:
         start.wait()
-        try:
-            for _ in range(8):
-                index.save(tmp_path / "a")
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        for _ in range(8):
+            index.save(tmp_path / "a")
 
-    threads = [threading.Thread(target=save, args=(ix,)) for ix in indexes]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(120)
+    errors = in_threads([lambda ix=ix: save(ix) for ix in indexes])(120)
     assert not errors, errors
     loaded = pi.read_index(tmp_path / "a")
     assert loaded.ntotal == 2000
@@ -174,25 +167,20 @@ def test_loads_during_saves_always_read_a_whole_save(tmp_path):
     a, b = _make("flat", 1000, seed=0), _make("flat", 1000, seed=1)
     a.save(tmp_path / "a")
     stop = threading.Event()
-    errors: list[BaseException] = []
 
     def keep_saving() -> None:
-        try:
-            while not stop.is_set():
-                for ix in (b, a):
-                    ix.save(tmp_path / "a")
-        except BaseException as exc:  # noqa: BLE001
-            errors.append(exc)
+        while not stop.is_set():
+            for ix in (b, a):
+                ix.save(tmp_path / "a")
 
-    saver = threading.Thread(target=keep_saving)
-    saver.start()
+    join = in_threads([keep_saving])
     try:
         for _ in range(30):
             loaded = pi.read_index(tmp_path / "a", mmap=True)
             assert loaded.ntotal == 1000
     finally:
         stop.set()
-        saver.join(60)
+        errors = join(60)
     assert not errors, errors
 
 
