@@ -76,19 +76,9 @@ def _user_stacklevel() -> int:
     """warnings.warn's stacklevel, called from the caller of this function, that names the
     first frame outside the package."""
     frame, level = sys._getframe(1), 1
-    while frame is not None and _inside(frame):
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGES):
         frame, level = frame.f_back, level + 1
     return level
-
-
-def _inside(frame: Any) -> bool:
-    """A frame of the package, or of code generated for it (a dataclass's ``__init__`` is
-    compiled from a string) called from the package."""
-    name = frame.f_code.co_filename
-    if name.startswith(_PACKAGES):
-        return True
-    outer = frame.f_back
-    return name.startswith("<") and outer is not None and outer.f_code.co_filename.startswith(_PACKAGES)
 
 
 def _naive_as_utc(value: datetime) -> datetime:

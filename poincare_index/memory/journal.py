@@ -289,8 +289,8 @@ class Journal:
         if damage is not None:
             self.set_damage_aside(damage)
             return
-        logs = self.ns.log_paths()
-        self.writer = LogWriter(logs[-1] if logs else self.ns.log_path(self.seq + 1), fsync=self.fsync)
+        # The newest log (load found at least the one after the snapshot: logs_after).
+        self.writer = LogWriter(self.ns.log_paths()[-1], fsync=self.fsync)
         if self.writer.torn:
             warnings.warn(
                 RecoveryWarning(
