@@ -172,13 +172,11 @@ class MemoryService:
     def namespace(self, name: str) -> RemoteMemory:
         """The :class:`RemoteMemory` of namespace ``name`` (TypeError / ValueError for a name
         Memory would refuse); opening it happens on its host at its first call."""
-        self._check_open()
         valid_namespace(name)
         return RemoteMemory(self, name)
 
     def namespaces(self) -> list[str]:
         """The namespaces open on the hosts and those stored under the path, sorted."""
-        self._check_open()
         names: set[str] = set()
         for host, actor in enumerate(self._actors):
             names.update(self._get(host, None, "names", actor.names.remote()))
@@ -271,7 +269,6 @@ class MemoryService:
 def _forward(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(method)
     def call(self: RemoteMemory, *args: Any, **kwargs: Any) -> Any:
-        self._check_open()
         return self._service._call(self._name, name, args, kwargs)
 
     return call
@@ -280,7 +277,6 @@ def _forward(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
 def _forward_session(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(method)
     def call(self: RemoteSession, *args: Any, **kwargs: Any) -> Any:
-        self.memory._check_open()
         return self.memory._service._call_session(self.memory._name, self.id, name, args, kwargs)
 
     return call
@@ -288,7 +284,6 @@ def _forward_session(name: str, method: Callable[..., Any]) -> Callable[..., Any
 
 def _read_remote(name: str) -> Callable[[RemoteMemory], Any]:
     def read(self: RemoteMemory) -> Any:
-        self._check_open()
         return self._service._attribute(self._name, name)
 
     return read
@@ -352,7 +347,6 @@ class RemoteMemory:
 
     def session(self, session_id: str | None = None) -> RemoteSession:
         """A :class:`RemoteSession` (see :meth:`Memory.session`); making one sends nothing."""
-        self._check_open()
         return RemoteSession(self, session_id)
 
     def close(self) -> None:
@@ -362,13 +356,7 @@ class RemoteMemory:
             self._own_closed = True
             self._service._close_namespace(self._name)
 
-    def _check_open(self) -> None:
-        reason = self._closed
-        if reason:
-            raise ClosedError(f"RemoteMemory: {reason}")
-
     def __len__(self) -> int:
-        self._check_open()
         return int(self._service._call(self._name, "__len__", (), {}))
 
     def __enter__(self) -> RemoteMemory:
@@ -383,6 +371,7 @@ class RemoteMemory:
 
 mirror(Memory, RemoteMemory, _forward, _read_remote, _NOT_REMOTE)
 mirror(Session, RemoteSession, _forward_session, None)
-# After mirror(): the members it gave them refuse calls once closed, as their own do.
+# After mirror(): the members it gave them refuse calls once closed, as their own do (the one
+# check: the forwards above need none of their own).
 refuse_when_closed("namespace")(RemoteMemory)
 refuse_when_closed("session")(RemoteSession)
