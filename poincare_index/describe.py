@@ -41,7 +41,6 @@ def _time_range(t_us: np.ndarray) -> dict[str, str] | None:
 def describe_index(path: Path) -> dict[str, Any]:
     from .io import FORMAT_VERSION, read_index
 
-    check_json_file(path / "manifest.json", "manifest of a saved index")
     index = read_index(path, num_threads=1)
     cols = index._columns
     live = index._core.live_slots()
@@ -69,7 +68,6 @@ def describe_store(root: Path) -> dict[str, Any]:
     names = Memory.namespaces(root)
     spaces = []
     for name in names:
-        check_json_file(root / name / "config.json", "store configuration")
         with Memory(path=root, namespace=name, read_only=True, num_threads=1) as mem:
             table = mem.to_arrow()
             t_us = table.column("t").cast("int64").to_numpy() if table.num_rows else np.zeros(0, np.int64)

@@ -447,7 +447,6 @@ def store_loader(
         namespace = names[0]
     elif namespace not in names:
         raise FileNotFoundError(f"{root} holds no namespace {namespace!r} (it holds {', '.join(names)})")
-    check_json_file(root / namespace / "config.json", "store configuration")
     Memory.stored_embedder(root, namespace)  # reads and checks the configuration
     chosen = namespace
 
