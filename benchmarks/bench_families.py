@@ -9,6 +9,10 @@ top-10 (``truth.exact_knn``) of the held-out and the near queries, then at each 
 * ``recall@1`` and ``recall@10`` of the held-out queries and of the near queries;
 * QPS of the held-out batch (k=10) with ``--threads`` threads, best of ``--repeats``.
 
+Ours is also searched at each recall target of ``--targets`` (``search(recall=r)``, the row's
+setting ``recall=r``, with the width the index chose and the recall it expected); the
+calibration the first such search would run is timed apart (``calibrate_s``).
+
 ``--contenders`` runs other engines on the same points through benchmarks/adapters.py:
 ``hnswlib`` (L2 graph, M=16, efConstruction=200, swept over ``--efs``, scored against the exact
 L2 top-10), ``ngt-anng`` and ``ngt-onng`` (NGT's Poincaré graphs, swept over the adapter's
@@ -125,24 +129,33 @@ def measure(
     """One member at one dimension and one contender: build, truth, and the curve over ``args.efs``
     (NGT: over its adapter's (epsilon, edge_size) grid)."""
     metric = truth_metric(contender)
+    search_threads = args.search_threads or args.threads
     if truths_by_metric is None or metric not in truths_by_metric:
         truths = {kind: exact_knn(fam.points, getattr(fam, kind), K, metric) for kind in ("held_out", "near")}
     else:
         truths = truths_by_metric[metric]
     adapter = None
+    index = None
+    calibrate_s = None
     if CONTENDERS[contender] is None:
         index, build_s = build(fam, args.M, args.ef_construction, args.threads, parse_switches(args.switch))
+        index.num_threads = search_threads
+        t0 = time.perf_counter()
+        index.calibrate()  # what the first search at a target would do, kept out of its QPS
+        calibrate_s = time.perf_counter() - t0
 
         def find(q: F32, k: int, ef: Any) -> I64:
+            if isinstance(ef, str):  # "recall=r": the index picks the width
+                return index.search(q, k, recall=float(ef.partition("=")[2]))[1]
             return index.search(q, k, ef)[1]
 
-        sweep: Any = args.efs
+        sweep: Any = [*args.efs, *(f"recall={t}" for t in args.targets)]
     else:
         adapter = adapter_class(contender)()
         t0 = time.perf_counter()
         adapter.build(fam.points, args.threads)
         build_s = time.perf_counter() - t0
-        adapter.set_threads(args.threads)
+        adapter.set_threads(search_threads)
         find = adapter.search
         ints = all(isinstance(v, int) for v in adapter.sweep_values)
         sweep = args.efs if ints else adapter.sweep_values
@@ -152,6 +165,11 @@ def measure(
     try:
         for ef in sweep:
             point: dict[str, Any] = {"ef": ef, "self_at_1": self_at_1(find, fam.points, rows, ef)}
+            if index is not None and isinstance(ef, str):
+                target = float(ef.partition("=")[2])
+                beam = index._beam(K, None, target)
+                point["width"] = "scan" if beam.exact else beam.ef
+                point["expected_recall_at_10"] = index.expected_recall(K, recall=target)
             for kind, truth in truths.items():
                 point[kind] = recalls(find, getattr(fam, kind), truth, ef, args.repeats)
             curve.append(point)
@@ -162,7 +180,7 @@ def measure(
     return {
         "member": fam.name, "family": fam.family, "dim": fam.dim, "n": len(fam.points),
         "contender": contender, "truth_metric": metric,
-        "build_s": build_s,
+        "build_s": build_s, "calibrate_s": calibrate_s,
         "truth": {k: {"ties_at_10": t.ties_at_k, "cut_violations": t.cut_violations}
                   for k, t in truths.items()},
         "info": fam.info, "diagnostics": diagnostics, "curve": curve,
@@ -211,7 +229,9 @@ HEADER = (
 
 def setting(ef: Any) -> str:
     """An ef, or NGT's (epsilon, edge_size)."""
-    return f"{ef[0]:.2f},{ef[1]}" if isinstance(ef, (tuple, list)) else str(ef)
+    if isinstance(ef, (tuple, list)):
+        return f"{ef[0]:.2f},{ef[1]}"
+    return ef.replace("recall=", "r=") if isinstance(ef, str) else str(ef)
 
 
 def table_lines(row: dict[str, Any]) -> list[str]:
@@ -245,9 +265,11 @@ DEFAULTS: dict[str, Any] = {
     "n": 20_000,  # stored points per member
     "queries": 500,  # held-out, near and self queries each
     "efs": [10, 16, 32, 64, 128],
+    "targets": [0.9, 0.95, 0.99],  # ours: also searched at these recall targets (recall=)
     "M": 16,
     "ef_construction": 200,
-    "threads": 1,  # build and search threads
+    "threads": 1,  # build threads (and search threads unless search_threads is set)
+    "search_threads": 0,  # search threads (0: as threads)
     "repeats": 3,  # timed batches per QPS figure (best of)
     "seed": 0,
     "contenders": [

@@ -103,6 +103,10 @@ SUITES: dict[str, tuple[str, str]] = {
         "bench_compressed",
         "storage f32/f16/sq8 (mmap open, exact re-rank) against FAISS HNSWFlat, HNSWSQ8 (+refine)",
     ),
+    "recall_calibration": (
+        "bench_recall_calibration",
+        "the recall target's stand-in queries against held-out ones, and the walk/scan cost",
+    ),
     "build": ("bench_build", "build time beside FAISS's lifted build, recall at a few ef"),
     "large": ("bench_large", "cost against size, each build in a child process, fitted exponents"),
     "footprint": ("bench_footprint", "bytes per vector (RSS and layout) per contender, child processes"),

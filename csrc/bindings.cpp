@@ -223,15 +223,16 @@ void bind_common(py::class_<Core>& cls) {
              if (buckets) sq.params.buckets = time_buckets(*buckets, scan_budget);
              py::array_t<std::int64_t> ids({nq, k});
              py::array_t<double> scores({nq, k}), dist({nq, k}), depths({nq, k}), logw({nq, k});
+             py::array_t<std::uint32_t> reach(nq);
              typename Core::ScoredOutput out{ids.mutable_data(), scores.mutable_data(),
                                              dist.mutable_data(), depths.mutable_data(),
-                                             logw.mutable_data()};
+                                             logw.mutable_data(), reach.mutable_data()};
              const float* pq = q.data();
              {
                py::gil_scoped_release nogil;
                self.search_scored(pq, nq, k, ef, sq, out);
              }
-             return py::make_tuple(ids, scores, dist, depths, logw);
+             return py::make_tuple(ids, scores, dist, depths, logw, reach);
            })
       .def("remove",
            [](Core& self, const IdArray& ids) {

@@ -332,13 +332,33 @@ class FusedHandler {
   const std::int64_t* until_;
 };
 
+// See fused_graph_search: the farthest walk-found hit's position among the first beam's nodes
+// in rank order (ties share the later position), ef + 1 when it is not among them.
+std::size_t walk_reach(const SearchScratch& scratch, std::size_t ef,
+                       const std::vector<ScoredHit>& hits) {
+  const auto& beam = scratch.beams[0];
+  std::size_t reach = 0;
+  for (const ScoredHit& h : hits) {
+    if (!scratch.seen(h.slot)) continue;  // scored by the time seed or pass, not the walk
+    const auto it = std::find_if(beam.begin(), beam.end(),
+                                 [&](const BeamEntry& e) { return e.slot == h.slot; });
+    if (it == beam.end()) return ef + 1;
+    const float key = it->key;
+    const auto nearer = static_cast<std::size_t>(std::count_if(
+        beam.begin(), beam.end(), [key](const BeamEntry& e) { return e.key <= key; }));
+    reach = std::max(reach, nearer);
+  }
+  return reach;
+}
+
 }  // namespace
 
-void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
-                        const FusedScorer& scorer, const float* q, std::size_t k, std::size_t ef,
-                        SearchScratch& scratch, std::vector<ScoredHit>& out) {
+std::size_t fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
+                               const FusedScorer& scorer, const float* q, std::size_t k,
+                               std::size_t ef, SearchScratch& scratch,
+                               std::vector<ScoredHit>& out) {
   out.clear();
-  if (graph.entry_point() == HnswGraph::kNone) return;
+  if (graph.entry_point() == HnswGraph::kNone) return 0;
   float cur_r;
   const std::uint32_t cur = graph.descend(storage, q, scratch, &cur_r);
   scratch.begin_scoring(storage.slots());
@@ -356,6 +376,7 @@ void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
     });
   time_pass(scorer, storage, q, scratch, collector);
   collector.finish(out);
+  return walk_reach(scratch, ef, out);
 }
 
 void touch_hits(const TimeColumns& columns, const std::vector<ScoredHit>& hits) {

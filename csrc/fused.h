@@ -112,7 +112,12 @@ void fused_scan(const FusedScorer& scorer, const VectorStorage& storage, const f
 // all. When time dominates (fast decay, long history) those are the few recent buckets and the
 // result is exact; old buckets are skipped without being read. The reported hits are re-scored
 // exactly.
-void fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
+// Returns the walk's reach: the position, in distance order among the ef nearest eligible nodes
+// the walk kept, of the farthest returned hit the walk itself found (hits from the time seed or
+// pass, which scan exactly, do not count); ef + 1 when such a hit lies beyond those ef, so the
+// answer reaches past what this ef covers. A caller holding the recall the walk achieves for
+// the m nearest at a given ef (a calibration) can tell whether this ef was enough.
+std::size_t fused_graph_search(const HnswGraph& graph, const VectorStorage& storage,
                         const FusedScorer& scorer, const float* q, std::size_t k, std::size_t ef,
                         SearchScratch& scratch, std::vector<ScoredHit>& out);
 

@@ -161,10 +161,14 @@ void IndexCore::search_scored(const float* queries, std::size_t nq, std::size_t 
     thread_local std::vector<ScoredHit> hits;
     const float* q = queries + qi * dim;
     const FusedScorer scorer(storage_, params, q);
+    std::size_t reach = 0;
     if (query.allowed_slots != nullptr)
       fused_scan(scorer, storage_, q, n_allowed, allowed_slots, k, hits);
     else
-      fused_search_one(scorer, params, q, k, ef, hits);
+      reach = fused_search_one(scorer, params, q, k, ef, hits);
+    if (out.reach != nullptr)
+      out.reach[qi] = static_cast<std::uint32_t>(
+          std::min<std::size_t>(reach, std::numeric_limits<std::uint32_t>::max()));
     if (query.touch) touch_hits(params.columns, hits);
     for (std::size_t j = 0; j < k; ++j) {
       const std::size_t o = qi * k + j;
@@ -317,9 +321,11 @@ void FlatIndexCore::search_validated(const float* queries, std::size_t nq, std::
   flat_search(storage_, queries, nq, k, *pool_, D, I);
 }
 
-void FlatIndexCore::fused_search_one(const FusedScorer& scorer, const FusedParams&, const float* q,
-                                     std::size_t k, std::size_t, std::vector<ScoredHit>& out) {
+std::size_t FlatIndexCore::fused_search_one(const FusedScorer& scorer, const FusedParams&,
+                                            const float* q, std::size_t k, std::size_t,
+                                            std::vector<ScoredHit>& out) {
   fused_scan(scorer, storage_, q, storage_.slots(), nullptr, k, out);
+  return 0;
 }
 
 // ---- HNSW -------------------------------------------------------------------------------------
@@ -416,15 +422,15 @@ void HnswIndexCore::finish_batch(const std::vector<std::uint32_t>& slots) {
   graph_->repair_after_add(storage_, slots, scratch_, *pool_);
 }
 
-void HnswIndexCore::fused_search_one(const FusedScorer& scorer, const FusedParams& params,
-                                     const float* q, std::size_t k, std::size_t ef,
-                                     std::vector<ScoredHit>& out) {
+std::size_t HnswIndexCore::fused_search_one(const FusedScorer& scorer, const FusedParams& params,
+                                            const float* q, std::size_t k, std::size_t ef,
+                                            std::vector<ScoredHit>& out) {
   if (!params.score.has_bound()) {  // no sound stopping rule: exact scan
     fused_scan(scorer, storage_, q, storage_.slots(), nullptr, k, out);
-    return;
+    return 0;
   }
   ScratchGuard scratch(scratch_);
-  fused_graph_search(*graph_, storage_, scorer, q, k, std::max(ef, k), *scratch, out);
+  return fused_graph_search(*graph_, storage_, scorer, q, k, std::max(ef, k), *scratch, out);
 }
 
 void HnswIndexCore::search_validated(const float* queries, std::size_t nq, std::size_t k,

@@ -84,6 +84,9 @@ class IndexCore {
     double* distances;
     double* depths;
     double* log_weights;
+    // Per query, the walk's reach (fused_graph_search); 0 where the answer is exact (a scan).
+    // Null: not reported.
+    std::uint32_t* reach = nullptr;
   };
   void search_scored(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
                      const ScoredQuery& query, const ScoredOutput& out);
@@ -134,9 +137,10 @@ class IndexCore {
   virtual void search_validated(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
                                 float* D, std::int64_t* I) = 0;
   // Fused top-k for one query with no slot list (the flat index scans; HNSW traverses).
-  virtual void fused_search_one(const FusedScorer& scorer, const FusedParams& params,
-                                const float* q, std::size_t k, std::size_t ef,
-                                std::vector<ScoredHit>& out) = 0;
+  // Returns the walk's reach (see fused_graph_search), 0 for an exact scan.
+  virtual std::size_t fused_search_one(const FusedScorer& scorer, const FusedParams& params,
+                                       const float* q, std::size_t k, std::size_t ef,
+                                       std::vector<ScoredHit>& out) = 0;
   template <typename Fn>
   void run_parallel(std::size_t n_tasks, const Fn& fn);
   // The content checks of verify() beyond the storage's (the graph's links); rw_ held.
@@ -171,8 +175,9 @@ class FlatIndexCore final : public IndexCore {
   void release_deleted(bool) override;
   void search_validated(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
                         float* D, std::int64_t* I) override;
-  void fused_search_one(const FusedScorer& scorer, const FusedParams& params, const float* q,
-                        std::size_t k, std::size_t ef, std::vector<ScoredHit>& out) override;
+  std::size_t fused_search_one(const FusedScorer& scorer, const FusedParams& params,
+                               const float* q, std::size_t k, std::size_t ef,
+                               std::vector<ScoredHit>& out) override;
 };
 
 class HnswIndexCore final : public IndexCore {
@@ -203,8 +208,9 @@ class HnswIndexCore final : public IndexCore {
   }
   void search_validated(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
                         float* D, std::int64_t* I) override;
-  void fused_search_one(const FusedScorer& scorer, const FusedParams& params, const float* q,
-                        std::size_t k, std::size_t ef, std::vector<ScoredHit>& out) override;
+  std::size_t fused_search_one(const FusedScorer& scorer, const FusedParams& params,
+                               const float* q, std::size_t k, std::size_t ef,
+                               std::vector<ScoredHit>& out) override;
 
  private:
   std::unique_ptr<HnswGraph> graph_;

@@ -30,6 +30,7 @@ from ._validation import (
 from .columns import ColumnStore, check_window
 from .decay import DEFAULT_FUTURE_TOLERANCE, DEFAULT_FUTURE_WEIGHT, DecayPolicy
 from .faiss_surface import FaissSurface
+from .recall import Beam
 from .scored import ScoredResults, run_scored
 from .scoring import ScoringSpec
 
@@ -83,6 +84,9 @@ class IndexBase(FaissSurface):
         # The undo of an add chunk that was cut off and not yet settled (see _settle).
         self._unsettled: tuple[Any, Any, Any] | None = None
         self._closed = False
+        # Points added or removed since construction or load (a recall table measured at a
+        # smaller count is stale once enough changed).
+        self._changes = 0
 
     def close(self) -> None:
         """Lets go of what the index holds: the core (its vectors, graph and thread pool, and
@@ -343,6 +347,7 @@ class IndexBase(FaissSurface):
                 )
                 fault_point("index.add:core")
                 self._core.add(arr[start:end], chunk_ids, slots)
+                self._changes += end - start
                 fault_point("index.add:done")
             except BaseException:
                 self._settle()
@@ -391,7 +396,9 @@ class IndexBase(FaissSurface):
         id_arr = as_ids(ids)
         with self._write_lock:
             self._settle()
-            return int(self._core.remove(id_arr))
+            removed = int(self._core.remove(id_arr))
+            self._changes += removed
+            return removed
 
     # ---- reads --------------------------------------------------------------------------
     @property
@@ -402,11 +409,13 @@ class IndexBase(FaissSurface):
         return self._columns.table()
 
     def _search(
-        self, q: ArrayLike, k: int, ef: int, filters: Any = None
+        self, q: ArrayLike, k: int, ef: int | None, recall: Any, filters: Any = None
     ) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
-        if filters is not None:
-            r = run_scored(self, q, k, ef, _DISTANCE_ONLY, filters, touch=False)
+        beam = self._beam(k, ef, recall)
+        if filters is not None or beam.exact:
+            r = run_scored(self, q, k, beam, _DISTANCE_ONLY, filters, touch=False)
             return r.distances.astype(np.float32), r.ids
+        ef = beam.ef
         if (
             type(q) is np.ndarray
             and q.dtype == _FLOAT32
@@ -437,6 +446,7 @@ class IndexBase(FaissSurface):
         time_coef: float = 1.0,
         filters: Any = None,
         ef: int | None = None,
+        recall: float | None = None,
         touch: bool = False,
         future_weight: float = DEFAULT_FUTURE_WEIGHT,
         future_tolerance: timedelta = DEFAULT_FUTURE_TOLERANCE,
@@ -453,32 +463,54 @@ class IndexBase(FaissSurface):
         :mod:`poincare_index.filters`). ``touch``:
         increment the access_count of every returned point (atomically).
 
-        PoincareFlatIndex scores every eligible point (exact; ``ef`` is ignored). PoincareIndex
-        walks the graph in distance order and ranks by score; the walk stops when no unexpanded
-        node can beat the k-th score (log w <= 0 and depth(x) <= depth(q) + d give the bound
-        -(1 - depth_bias) d + depth_bias depth(q)) or when ``ef`` (default :attr:`ef_search`) is
-        spent; when time dominates, recent time buckets are scanned exactly as well. With
+        PoincareFlatIndex scores every eligible point (exact; ``ef`` and ``recall`` are checked
+        and ignored). PoincareIndex walks the graph in distance order and ranks by score; the
+        walk stops when no unexpanded node can beat the k-th score (log w <= 0 and depth(x) <=
+        depth(q) + d give the bound -(1 - depth_bias) d + depth_bias depth(q)) or when its width
+        is spent; when time dominates, recent time buckets are scanned exactly as well. With
         time_coef < 0 or depth_bias >= 1 no such bound exists and the index is scanned exactly.
+        The width is ``ef`` if given, else the one the index's recall table gives for ``recall``
+        (default :attr:`~PoincareIndex.recall_target`, unless :attr:`~PoincareIndex.ef_search` is
+        set), checked per query against how deep in the distance order the answers lie: a query
+        whose answers lie deeper than that width covers at the target is searched again wider,
+        or scanned (docs/recall.md). ``ef`` and ``recall`` together: ValueError.
         """
         spec = ScoringSpec.at(
             at_time, decay=decay, depth_bias=depth_bias, time_coef=time_coef,
             future_weight=future_weight, future_tolerance=future_tolerance,
         )  # fmt: skip
-        return run_scored(self, q, k, self._ef_for(ef), spec, filters, touch)
+        return run_scored(self, q, k, self._beam(k, ef, recall), spec, filters, touch)
 
     def _search_scoring(
         self, q: ArrayLike, k: int, spec: ScoringSpec, *, filters: Any = None, ef: int | None = None,
-        touch: bool = False,
+        recall: float | None = None, touch: bool = False,
     ) -> ScoredResults:  # fmt: skip
         """:meth:`search_scored` with its time settings made once by the caller (a Memory, a
         shard of the sharded index): the same search."""
         if not isinstance(spec, ScoringSpec):
             raise TypeError(f"spec must be a ScoringSpec, got {type(spec).__name__}")
-        return run_scored(self, q, k, self._ef_for(ef), spec, filters, touch)
+        return run_scored(self, q, k, self._beam(k, ef, recall), spec, filters, touch)
 
-    def _ef_for(self, ef: int | None) -> int:
-        """The beam width for a search call (validated)."""
+    def _beam(self, k: Any, ef: Any, recall: Any) -> Beam:
+        """How a search call for the k best runs (``ef`` and ``recall`` as the caller gave them,
+        validated here)."""
         raise NotImplementedError
+
+    def _width_for_reach(self, target: float, k: int, reach: int, used: int) -> tuple[int, bool]:
+        """The width a fused search at ``target`` needs for a query whose answers reached
+        ``reach`` deep at width ``used`` (see run_scored); (width, scan)."""
+        return used, False
+
+    def _live_ids(self) -> NDArray[np.int64]:
+        """The ids of the live points, in slot order."""
+        return np.asarray(self._core.slot_ids(), dtype=np.int64)[
+            np.asarray(self._core.live_slots(), dtype=bool)
+        ]
+
+    def _exact_search(self, q: ArrayLike, k: int) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        """The exact k nearest of each query by a scan of every point: float64 distances, ids."""
+        r = run_scored(self, q, k, Beam(1, exact=True), _DISTANCE_ONLY, None, touch=False)
+        return r.distances, r.ids
 
     def reconstruct(self, id: int) -> NDArray[np.float32]:
         """The stored float32 vector of ``id``; KeyError if the id is not in the index."""

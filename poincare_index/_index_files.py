@@ -267,7 +267,12 @@ def _read_parts(
             checked_int(params, "ef_construction", f"{where} params", 1, 2**31 - 1),
             checked_int(params, "seed", f"{where} params", 0, 2**64 - 1),
         )
-        ef_search = checked_int(params, "ef_search", f"{where} params", 1, 2**31 - 1)
+        # null: searches use the recall target (manifests before it always name a width).
+        ef_search = (
+            None
+            if params.get("ef_search", 0) is None
+            else checked_int(params, "ef_search", f"{where} params", 1, 2**31 - 1)
+        )
         graph = _data_file(root, manifest, "graph")
         core = _core.HnswIndexCore.load(vectors, graph, threads, mmap)
         bar.update(Path(vectors).stat().st_size + Path(graph).stat().st_size)
@@ -284,6 +289,7 @@ def _read_parts(
                 f"{root}: the manifest says storage {storage!r}, the vectors file holds {core.storage!r}"
             )
         index = _KINDS["hnsw"]._from_core(core, _ef_search=ef_search)
+        index._restore_recall(params, f"{where} params")
     if (core.dim, core.curvature, core.ntotal, core.slots) != expected:
         raise IndexFormatError(f"{root}: data files disagree with the manifest (dim, curvature or size)")
     index._columns = _read_columns(root, manifest, core.slot_ids())

@@ -17,6 +17,7 @@ from numpy.typing import ArrayLike, NDArray
 from ._closing import ClosedError
 from ._validation import as_finite_float, as_id, as_matrix, as_positive_int, check_result_size
 from .columns import RESERVED_COLUMNS, ColumnStore
+from .recall import as_recall
 
 if TYPE_CHECKING:
     from ._index_base import IndexBase
@@ -27,27 +28,34 @@ __all__ = ["SearchParameters", "FaissSurface"]
 @dataclass(frozen=True)
 class SearchParameters:
     """Per-call search settings, as FAISS's ``SearchParameters``/``SearchParametersHNSW``:
-    ``ef`` the beam width (HNSW; FAISS's ``efSearch``; ignored by the flat index), ``filters``
-    what the results may be (a row mask, allowed ids, or a dict filter over the columns; FAISS's
-    ``sel``)."""
+    ``ef`` the beam width (HNSW; FAISS's ``efSearch``; ignored by the flat index), or ``recall``
+    the recall target the index picks a width for (not both), ``filters`` what the results may
+    be (a row mask, allowed ids, or a dict filter over the columns; FAISS's ``sel``)."""
 
     ef: int | None = None
     filters: Any = None
+    recall: float | None = None
 
     def __post_init__(self) -> None:
         if self.ef is not None:
             as_positive_int(self.ef, "SearchParameters.ef")
+        if self.recall is not None:
+            as_recall(self.recall, "SearchParameters.recall")
+            if self.ef is not None:
+                raise ValueError("SearchParameters: give ef or recall, not both")
 
 
-def resolve_params(params: Any, ef: int | None, filters: Any) -> tuple[int | None, Any]:
-    """(ef, filters) for a search given ``params`` or the keyword arguments, not both."""
+def resolve_params(
+    params: Any, ef: int | None, recall: float | None, filters: Any
+) -> tuple[int | None, float | None, Any]:
+    """(ef, recall, filters) for a search given ``params`` or the keyword arguments, not both."""
     if params is None:
-        return ef, filters
+        return ef, recall, filters
     if not isinstance(params, SearchParameters):
         raise TypeError(f"params must be a SearchParameters, got {type(params).__name__}")
-    if ef is not None or filters is not None:
-        raise TypeError("give ef/filters either as arguments or in params, not both")
-    return params.ef, params.filters
+    if ef is not None or recall is not None or filters is not None:
+        raise TypeError("give ef/recall/filters either as arguments or in params, not both")
+    return params.ef, params.recall, params.filters
 
 
 class FaissSurface:
@@ -58,6 +66,7 @@ class FaissSurface:
     _columns: Any
     _write_lock: Any
     _closed: bool
+    _changes: int
     dim: int
     curvature: float
     ntotal: int
@@ -87,6 +96,7 @@ class FaissSurface:
         that could fail: the core only returns points its columns cover."""
         with self._write_lock:
             core = self._new_core()
+            self._changes += int(self._core.ntotal)  # every point removed: a recall table is stale
             self._core, self._columns = core, ColumnStore()
 
     def _new_core(self) -> Any:
@@ -103,19 +113,20 @@ class FaissSurface:
         The flat index is exact. The HNSW index searches the graph with k (and ef) doubled until
         the k-th result lies at or beyond the radius or every point was returned: approximate,
         as its k-NN search is (a point the walk misses is missed here too).
-        ``params`` restricts the results by ``filters`` and sets the starting ``ef``.
+        ``params`` restricts the results by ``filters`` and sets the starting ``ef`` (or the
+        ``recall`` target of each of those searches).
         """
         arr = as_matrix(x, self.dim, "x")
         r = as_finite_float(radius, "radius")
         if not r > 0:
             raise ValueError(f"radius must be > 0, got {radius!r}")
-        ef, filters = resolve_params(params, None, None)
+        ef, recall, filters = resolve_params(params, None, None, None)
         if self._exact_scan and filters is None:
             return self._core.exact_range_search(arr, r)  # type: ignore[no-any-return]
-        return self._widening_range_search(arr, r, ef, filters)
+        return self._widening_range_search(arr, r, ef, recall, filters)
 
     def _widening_range_search(
-        self, arr: NDArray[np.float32], radius: float, ef: int | None, filters: Any
+        self, arr: NDArray[np.float32], radius: float, ef: int | None, recall: float | None, filters: Any
     ) -> tuple[NDArray[np.uint64], NDArray[np.float32], NDArray[np.int64]]:
         nq = arr.shape[0]
         if nq == 0:
@@ -129,7 +140,8 @@ class FaissSurface:
             total = max(self.ntotal, 1)
             k = min(k, total)
             check_result_size(pending.size, k)
-            D, I = self._search(arr[pending], k, max(k, self._ef_for(ef)), filters)  # type: ignore[attr-defined]
+            width = None if ef is None else max(k, ef)
+            D, I = self._search(arr[pending], k, width, recall, filters)  # type: ignore[attr-defined]
             # Done when the k-th hit is at or past the radius, or fewer than k were found, or
             # k already asks for every point.
             done = (D[:, -1] >= radius) | (I[:, -1] < 0) | (k >= total)

@@ -10,9 +10,11 @@ from numpy.typing import ArrayLike, NDArray
 from . import _core
 from ._index_base import IndexBase, as_dim
 from ._index_files import register_kind
+from ._recall_state import RecallCalibrated, checked_width
 from ._validation import as_int_in, as_num_threads, as_positive_int
 from .faiss_surface import SearchParameters, resolve_params
 from .geometry import _curvature
+from .recall import DEFAULT_RECALL_TARGET, Beam, as_recall
 
 __all__ = ["PoincareIndex", "PoincareFlatIndex", "STORAGE_KINDS"]
 
@@ -51,35 +53,45 @@ class PoincareFlatIndex(IndexBase):
         k: int,
         ef: int | None = None,
         *,
+        recall: float | None = None,
         filters: Any = None,
         params: SearchParameters | None = None,
     ) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
         """Exact k nearest per query row: ``(D, I)``, float32 distances ascending and int64 ids,
-        padded with inf / -1 when fewer than k points exist. ``ef`` is accepted and ignored;
-        ``filters`` restricts the results (see :meth:`search_scored`); ``params`` gives both
-        instead, as FAISS's ``search(x, k, params=...)``."""
-        ef, filters = resolve_params(params, ef, filters)
-        return self._search(q, k, self._ef_for(ef), filters)
+        padded with inf / -1 when fewer than k points exist. ``ef`` and ``recall`` are checked
+        and ignored (the answer is exact); ``filters`` restricts the results (see
+        :meth:`search_scored`); ``params`` gives them instead, as FAISS's ``search(x, k,
+        params=...)``."""
+        ef, recall, filters = resolve_params(params, ef, recall, filters)
+        return self._search(q, k, ef, recall, filters)
 
     def _new_core(self) -> Any:
         return _core.FlatIndexCore(self.dim, self.curvature, self.num_threads)
 
-    def _ef_for(self, ef: int | None) -> int:
-        if ef is not None:
-            as_positive_int(ef, "ef")
-        return 1  # exact: no beam
+    def _beam(self, k: Any, ef: Any, recall: Any) -> Beam:
+        checked_width(ef, recall)
+        if recall is not None:
+            as_recall(recall)
+        return Beam(1)  # exact: the core scans, no beam
 
     def __repr__(self) -> str:
         return f"PoincareFlatIndex(dim={self.dim}, curvature={self.curvature}, ntotal={self.ntotal})"
 
 
-class PoincareIndex(IndexBase):
+class PoincareIndex(RecallCalibrated, IndexBase):
     """Approximate k-NN by Poincaré distance: an HNSW graph navigated by the distance's monotone
     surrogate ``|u - v|^2 a(u) a(v)``, exact distances reported for the results.
 
     Parameters follow the HNSW paper and FAISS: ``M`` links per node (2M on level 0),
-    ``ef_construction`` beam width while building, ``ef_search`` at query time (raise it for
-    recall). ``seed`` fixes the level draws; with ``num_threads=1`` builds are reproducible.
+    ``ef_construction`` beam width while building. ``seed`` fixes the level draws; with
+    ``num_threads=1`` builds are reproducible.
+
+    Searches ask for a recall, not a beam width: ``search(x, k, recall=0.95)``, or
+    :attr:`recall_target` (default 0.95) when a call names neither ``recall`` nor ``ef``. The
+    index measures on its own points what width reaches what recall (:attr:`recall_table`,
+    refreshed once enough points changed, kept by ``save``) and scans exactly where that is
+    cheaper or no width reaches the target. ``ef=`` per call, or ``ef_search`` for every call,
+    fixes the width instead (docs/recall.md).
 
     ``storage`` is what the graph walk reads: ``"f32"`` (the float32 coordinates), ``"f16"``
     (half-precision coordinates) or ``"sq8"`` (8-bit coordinates on each point's own scale).
@@ -103,7 +115,8 @@ class PoincareIndex(IndexBase):
         curvature: float = 1.0,
         seed: int = 0,
         *,
-        ef_search: int = 64,
+        ef_search: int | None = None,
+        recall_target: float = DEFAULT_RECALL_TARGET,
         num_threads: int | None = None,
         storage: str = "f32",
     ):
@@ -114,7 +127,8 @@ class PoincareIndex(IndexBase):
             raise TypeError(f"seed must be an integer, got {type(seed).__name__}")
         if not 0 <= int(seed) < 2**64:
             raise ValueError(f"seed must be in [0, 2**64), got {seed}")
-        self._ef_search = as_positive_int(ef_search, "ef_search")
+        self._ef_search = None if ef_search is None else as_positive_int(ef_search, "ef_search")
+        self._recall_target = as_recall(recall_target, "recall_target")
         self._core = _core.HnswIndexCore(
             as_dim(dim),
             _curvature(curvature),
@@ -152,13 +166,24 @@ class PoincareIndex(IndexBase):
             self._core.set_storage(kind)
 
     @property
-    def ef_search(self) -> int:
-        """Default beam width of :meth:`search` (at least k is used)."""
+    def ef_search(self) -> int | None:
+        """A fixed beam width for calls that name neither ``ef`` nor ``recall`` (at least k is
+        used); None (the default): such calls use :attr:`recall_target`."""
         return self._ef_search
 
     @ef_search.setter
-    def ef_search(self, value: int) -> None:
-        self._ef_search = as_positive_int(value, "ef_search")
+    def ef_search(self, value: int | None) -> None:
+        self._ef_search = None if value is None else as_positive_int(value, "ef_search")
+
+    @property
+    def recall_target(self) -> float:
+        """The recall a search aims for when it names neither ``ef`` nor ``recall`` and
+        :attr:`ef_search` is None: a number in (0, 1], 0.95 by default. Saved with the index."""
+        return self._recall_target
+
+    @recall_target.setter
+    def recall_target(self, value: float) -> None:
+        self._recall_target = as_recall(value, "recall_target")
 
     def search(
         self,
@@ -166,27 +191,34 @@ class PoincareIndex(IndexBase):
         k: int,
         ef: int | None = None,
         *,
+        recall: float | None = None,
         filters: Any = None,
         params: SearchParameters | None = None,
     ) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
         """k approximate nearest per query row: ``(D, I)``, float32 Poincaré distances ascending
-        and int64 ids, padded with inf / -1. ``ef`` overrides :attr:`ef_search` for this call;
-        ``filters`` restricts the results (see :meth:`search_scored`); ``params`` gives both
-        instead, as FAISS's ``search(x, k, params=...)``."""
-        ef, filters = resolve_params(params, ef, filters)
-        return self._search(q, k, self._ef_for(ef), filters)
+        and int64 ids, padded with inf / -1. ``recall`` (in (0, 1]) is the recall@k to aim for,
+        default :attr:`recall_target`; ``ef`` fixes the beam width instead (default
+        :attr:`ef_search` when set); not both. ``filters`` restricts the results (see
+        :meth:`search_scored`); ``params`` gives these instead, as FAISS's ``search(x, k,
+        params=...)``. :meth:`expected_recall` says what a call is expected to reach."""
+        ef, recall, filters = resolve_params(params, ef, recall, filters)
+        return self._search(q, k, ef, recall, filters)
 
     def _new_core(self) -> Any:
         return _core.HnswIndexCore(
             self.dim, self.curvature, self.M, self.ef_construction, self.seed, self.num_threads, self.storage
         )
 
-    def _ef_for(self, ef: int | None) -> int:
-        if ef is None:
-            return self._ef_search
-        if type(ef) is int and 0 < ef < 2**31:  # the common case, without the checks' call
-            return ef
-        return as_positive_int(ef, "ef")
+    def _beam(self, k: Any, ef: Any, recall: Any) -> Beam:
+        width = checked_width(ef, recall)
+        if width is not None:
+            return Beam(width)
+        if recall is None and self._ef_search is not None:
+            return Beam(self._ef_search)
+        target = self._recall_target if recall is None else as_recall(recall)
+        if type(k) is not int or k < 1:
+            k = as_positive_int(k, "k")
+        return self._target_beam(target, k)
 
     def check_integrity(self) -> dict[str, int]:
         """Structural check of the graph (links in range, no overflowing or duplicate links,
@@ -215,20 +247,21 @@ class PoincareIndex(IndexBase):
             current[name] = value
         self._core.set_graph_switches(**current)
 
-    def _saved_params(self) -> dict[str, int | str] | None:
+    def _saved_params(self) -> dict[str, Any] | None:
         return {
             "M": self.M,
             "ef_construction": self.ef_construction,
             "seed": self.seed,
             "ef_search": self.ef_search,
             "storage": self.storage,
+            **self._saved_recall(),
         }
 
     def __repr__(self) -> str:
         return (
             f"PoincareIndex(dim={self.dim}, M={self.M}, ef_construction={self.ef_construction}, "
             f"curvature={self.curvature}, ntotal={self.ntotal}, ef_search={self.ef_search}, "
-            f"storage={self.storage!r})"
+            f"recall_target={self.recall_target}, storage={self.storage!r})"
         )
 
 

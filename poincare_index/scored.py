@@ -10,6 +10,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ._validation import as_flag, as_matrix, as_positive_int, check_result_size
 from .filters import compile_filter
+from .recall import Beam
 from .scoring import ScoringSpec
 
 if TYPE_CHECKING:
@@ -38,10 +39,10 @@ class ScoredResults:
 
 
 def allowed_rows(
-    index: IndexBase, filters: Any
+    index: IndexBase, filters: Any, exact: bool = False
 ) -> tuple[NDArray[np.uint8] | None, NDArray[np.uint32] | None, NDArray[np.int64] | None]:
     """(mask for the traversal, or slots for an exact scan, and the ids per slot the filter was
-    evaluated for) of a filter; all None for none.
+    evaluated for) of a filter; all None for none, or every slot when ``exact`` asks for a scan.
 
     Below ``index.filter_scan_fraction`` of the rows allowed, the allowed slots are scanned
     exactly: a graph walk would visit many disallowed nodes per returnable one. The ids are
@@ -49,25 +50,35 @@ def allowed_rows(
     not return it (the mask was not computed for that point).
     """
     if filters is None:
+        if exact:  # removed points' slots are skipped by the scan itself
+            return None, np.arange(int(index._core.slots), dtype=np.uint32), None
         return None, None, None
     ids, table = index._columns.filter_snapshot()
     mask = compile_filter(filters, table)
     allowed = int(mask.sum())
-    if index._exact_scan or allowed <= index.filter_scan_fraction * mask.shape[0]:
+    if exact or index._exact_scan or allowed <= index.filter_scan_fraction * mask.shape[0]:
         return None, np.flatnonzero(mask).astype(np.uint32), ids
     return mask.view(np.uint8), None, ids
 
 
+# Rounds of widening a search asked for a recall target may take (each at least doubles the
+# width or ends in a scan, so four reach 16x the first width).
+_WIDENING_ROUNDS = 4
+
+
 def run_scored(
-    index: IndexBase, q: ArrayLike, k: int, ef: int, spec: ScoringSpec, filters: Any, touch: bool
+    index: IndexBase, q: ArrayLike, k: int, beam: Beam, spec: ScoringSpec, filters: Any, touch: bool
 ) -> ScoredResults:
-    """One validated scored search of ``index`` (``spec`` already checked when it was made)."""
+    """One validated scored search of ``index`` (``spec`` already checked when it was made).
+
+    With a recall target (``beam.target``) the walk's reach says, per query, how far down the
+    distance order its answers lie; where the index's recall table says the width used does not
+    reach the target that deep, the query is searched again wider, or scanned (docs/recall.md)."""
     arr = as_matrix(q, index.dim, "query")
     k = as_positive_int(k, "k")
     check_result_size(arr.shape[0], k)
-    ef = as_positive_int(ef, "ef")
     as_flag(touch, "touch")
-    mask, slots, expected_ids = allowed_rows(index, filters)
+    mask, slots, expected_ids = allowed_rows(index, filters, beam.exact)
     columns = index._columns
     buckets = None
     if index._prunes_by_time and spec.decay is not None and spec.time_coef > 0 and slots is None:
@@ -78,12 +89,54 @@ def run_scored(
             max_access = np.zeros(t_min.shape[0], dtype=np.uint32)
         buckets = (order, starts, t_min, t_max, max_access)
     budget = max(index.time_scan_rows, 0)
+    target = beam.target if slots is None else None  # a scan of slots is exact already
+    widens = target is not None
     if touch:
         columns.allocate_access()
-    with columns.buffers() as time_columns:
-        ids, scores, dist, depths, logw = index._core.search_scored(
-            arr, k, ef, spec.core(), time_columns, mask, slots, expected_ids, bool(touch), buckets, budget
-        )
+
+    def call(rows: NDArray[np.float32], ef: int, scan: bool) -> tuple[NDArray[Any], ...]:
+        some = slots
+        if scan:  # every slot the mask allows (removed points' slots are skipped by the scan)
+            some = (
+                np.flatnonzero(mask).astype(np.uint32)
+                if mask is not None
+                else np.arange(int(index._core.slots), dtype=np.uint32)
+            )
+        with columns.buffers() as time_columns:
+            return index._core.search_scored(  # type: ignore[no-any-return]
+                rows, k, ef, spec.core(), time_columns, None if scan else mask, some, expected_ids,
+                bool(touch) and not widens, None if scan else buckets, budget,
+            )  # fmt: skip
+
+    out = list(call(arr, beam.ef, False))
+    if target is not None:
+        _widen(index, arr, out, beam.ef, target, k, call)
+        if touch:
+            found = out[0][out[0] >= 0]
+            slots_found = index._core.slots_of(found)
+            columns.add_access(slots_found[slots_found >= 0])
+    ids, scores, dist, depths, logw = out[:5]
     with np.errstate(under="ignore"):
         weights = np.exp(logw)
     return ScoredResults(ids, scores, dist, depths, weights, logw)
+
+
+def _widen(
+    index: IndexBase, arr: NDArray[np.float32], out: list[Any], ef: int, target: float, k: int, call: Any
+) -> None:
+    """Searches again, wider or by a scan, each query whose reach the width it was searched with
+    does not cover at ``target`` (see run_scored); replaces its rows of ``out`` in place."""
+    used = np.full(arr.shape[0], ef, dtype=np.int64)
+    for _ in range(_WIDENING_ROUNDS):
+        plan = [index._width_for_reach(target, k, int(r), int(e)) for r, e in zip(out[5], used)]
+        again = [i for i, (width, _) in enumerate(plan) if width > used[i]]
+        if not again:
+            return
+        by_width: dict[tuple[int, bool], list[int]] = {}
+        for i in again:
+            by_width.setdefault(plan[i], []).append(i)
+        for (width, scan), rows in by_width.items():
+            part = call(arr[rows], width, scan)
+            for dst, src in zip(out, part):
+                dst[rows] = src
+            used[rows] = width

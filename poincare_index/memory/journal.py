@@ -262,7 +262,7 @@ class Journal:
         finally:
             self.settle_pending()
 
-    def recover(self, ef_search: int, repair: bool = False) -> None:
+    def recover(self, ef_search: int | None, repair: bool = False) -> None:
         """Loads the snapshot CURRENT names and replays the logs after it. A reader pins the
         snapshot while it reads (NamespaceDir.pinned_current), so the writer's checkpoints
         cannot remove a file under it; it retries only when the store had no snapshot yet and
@@ -400,7 +400,7 @@ class Journal:
         self.log_offsets = other.log_offsets
         fresh._closed = True
 
-    def load(self, ef_search: int, repair: bool = False) -> LogDamageError | None:
+    def load(self, ef_search: int | None, repair: bool = False) -> LogDamageError | None:
         """The snapshot and the logs after it. Damage in the logs raises LogDamageError, or
         with ``repair`` ends the replay there and is returned."""
         assert self.ns is not None

@@ -87,7 +87,7 @@ class Memory:
         M: int = 16,
         ef_construction: int = 100,
         storage: str = _UNSET,
-        ef_search: int = 128,
+        ef_search: int | None = None,
         num_threads: int | None = None,
         checkpoint_every: int = 20_000,
         compact_min_rows: int = 4096,
@@ -374,6 +374,7 @@ class Memory:
         vector: Any = None,
         session: str | None = None,
         ef: int | None = None,
+        recall: float | None = None,
         candidates: int = 50,
         keyword_weight: float | None = None,
         decay: DecayPolicy | None = _UNSET,
@@ -399,6 +400,8 @@ class Memory:
         of the ranking whose texts fit the budget. ``touch``: count an access on every result.
         ``decay``, ``time_coef``, ``depth_bias``, ``future_tolerance``: this call's time settings
         in place of the store's (e.g. a higher time_coef to let recency dominate).
+        ``recall``: the recall@k to reach against the exact ranking by this score (default the
+        index's ``recall_target``, 0.95; docs/recall.md); ``ef`` fixes the walk's width instead.
         An empty or whitespace-only ``query`` is refused (ValueError); one with no keyword term
         (punctuation, emoji, stop words) matches nothing in mode "keyword" and ranks by the vector
         side alone in mode "hybrid".
@@ -413,7 +416,8 @@ class Memory:
             keyword_weight = getattr(self.embedder, "hybrid_keyword_weight", 0.5)
         request = SearchRequest(
             query=query, vector=vector, k=k, filters=filters, window=window, session=session, mode=mode,
-            ef=ef, candidates=candidates, keyword_weight=keyword_weight, max_tokens=max_tokens, touch=touch,
+            ef=ef, recall=recall, candidates=candidates, keyword_weight=keyword_weight, max_tokens=max_tokens,
+            touch=touch,
             scoring=self._rows.config.scoring(_time.as_time_scalar(at_time, "at_time"), overrides),
         )  # fmt: skip
         if request.vector is None and query is not None:

@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._validation import as_positive_int, as_unit_interval
+from ..recall import as_recall
 from ..scoring import ScoringSpec
 from .keyword import relative_score_fusion
 from .result import Result
@@ -77,6 +78,7 @@ class SearchRequest:
     session: str | None = None
     mode: str = "vector"
     ef: int | None = None
+    recall: float | None = None
     candidates: int = 50
     keyword_weight: float = 0.5
     max_tokens: int | None = None
@@ -105,6 +107,10 @@ class SearchRequest:
             raise ValueError(f"max_tokens must be a positive int, got {self.max_tokens!r}")
         if self.ef is not None:
             as_positive_int(self.ef, "ef")
+        if self.recall is not None:
+            as_recall(self.recall)
+            if self.ef is not None:
+                raise ValueError("give ef (a beam width) or recall (a recall target), not both")
         if self.session is not None and not isinstance(self.session, str):
             raise TypeError(f"session must be a str, got {type(self.session).__name__}")
         if not isinstance(self.touch, bool):
@@ -169,8 +175,8 @@ def run_search(rows: MemoryRows, req: SearchRequest, build_lock: Any) -> list[Re
 
 def _vector(rows: MemoryRows, req: SearchRequest, fetch: int, mask: Any) -> list[Result]:
     spec = req.scoring
-    ef = max(req.ef if req.ef is not None else rows.index.ef_search, fetch)
-    r = rows.index._search_scoring(req.vector, fetch, spec, filters=mask, ef=ef)
+    ef = None if req.ef is None else max(req.ef, fetch)
+    r = rows.index._search_scoring(req.vector, fetch, spec, filters=mask, ef=ef, recall=req.recall)
     keep = r.ids[0] >= 0
     found = r.ids[0][keep].tolist()
     scored = [
@@ -199,7 +205,7 @@ def _lexical(rows: MemoryRows, req: SearchRequest, fetch: int, mask: Any, build_
         depth = max(req.candidates, fetch)
         vector_side = _vector_side_pool().submit(
             rows.index._search_scoring, req.vector, depth, req.scoring, filters=mask,
-            ef=max(depth, rows.index.ef_search),
+            ef=None if req.ef is None else max(depth, req.ef), recall=req.recall,
         )  # fmt: skip
     try:
         return _lexical_sides(rows, req, fetch, mask, vector_side, build_lock)

@@ -35,7 +35,9 @@ class MemoryRows:
     ``row_of`` maps a live memory id to its row. ``version`` moves with every structural change,
     ``touches`` with every access counted (what a view's cache keys on)."""
 
-    def __init__(self, config: Config, num_threads: int | None, ef_search: int, progress: bool) -> None:
+    def __init__(
+        self, config: Config, num_threads: int | None, ef_search: int | None, progress: bool
+    ) -> None:
         self.config = config
         self.progress = progress  # a bar (tqdm) for compactions
         self.index = PoincareIndex(
@@ -53,7 +55,7 @@ class MemoryRows:
         self.unlogged_from: int | None = None
         self._view_cache: tuple[int, pa.Array, pa.Array] | None = None
 
-    def tune_index(self, ef_search: int) -> None:
+    def tune_index(self, ef_search: int | None) -> None:
         self.index.ef_search = ef_search
         # Text embeddings sit at one depth, where a walk with a sparse mask (a window, a session)
         # is slow: on 100k changelog items an exact scan of the allowed rows was faster up to a
@@ -78,7 +80,7 @@ class MemoryRows:
         old_keyword.close()
 
     def loaded(
-        self, index: PoincareIndex, mids: list[str | None], texts: list[str | None], ef_search: int
+        self, index: PoincareIndex, mids: list[str | None], texts: list[str | None], ef_search: int | None
     ) -> None:
         """The rows of a snapshot just read (its index stores the points as the config says)."""
         if index.storage != self.config.storage:
@@ -207,6 +209,7 @@ class MemoryRows:
             seed=0, num_threads=self.index.num_threads, storage=self.config.storage,
         )  # fmt: skip
         fresh.ef_search = self.index.ef_search
+        fresh.recall_target = self.index.recall_target
         fresh.filter_scan_fraction = self.index.filter_scan_fraction
         fresh.reuse_slots = self.index.reuse_slots
         if live:
