@@ -3,7 +3,7 @@
 
 GloVe 6B 50-d rows (a seeded sample) scaled to unit length and mapped with ``expmap0``, so every
 point sits at norm tanh(1) = 0.76, as text embeddings do; times spread uniformly over
-``--days``. For each ef: ``search_scored`` (no decay, and HalfLife(``--half-life-days``))
+``--days``. For each ef, and each recall target of ``--targets`` (``recall=``): ``search_scored`` (no decay, and HalfLife(``--half-life-days``))
 against the exact fused top-k of the flat index, recall@k and recall@1, and the plain
 ``search`` against the exact plain top-k, each with its 1-thread QPS (best of ``--repeats``).
 The fused walk walks what the plain walk walks at the same ef: with no decay its recall must
@@ -35,7 +35,7 @@ NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 @dataclass
 class Row:
     mode: str  # "plain", "fused none", "fused halflife"
-    ef: int
+    ef: int | str  # a width, or "r=0.95": the recall target the index picks widths for
     recall_at_k: float
     recall_at_1: float
     qps_1thr: float
@@ -65,14 +65,22 @@ DEFAULTS: dict[str, Any] = {
     "days": 60.0,  # time span of the rows (default: 60)
     "half_life_days": 14.0,
     "efs": "10,16,32,64,128,256,512",
+    "targets": "0.9,0.95,0.99",  # also searched at these recall targets (recall=)
     "repeats": 3,
     "seed": 0,
     "out": None,  # JSON path (default: benchmarks/results/fused_glove_<n>.json)
 }
 
 
+def _settings(args: Params) -> list[tuple[int | str, dict[str, Any]]]:
+    """(label, search keyword) per fixed width, then per recall target."""
+    widths = [(int(e), {"ef": int(e)}) for e in args.efs.split(",")]
+    targets = [(f"r={t}", {"recall": float(t)}) for t in str(args.targets).split(",") if t]
+    return widths + targets
+
+
 def run(args: Params) -> int:
-    efs = [int(e) for e in args.efs.split(",")]
+    settings = _settings(args)
 
     glove = ds._load_glove()
     rows = np.random.default_rng(args.seed).permutation(glove.shape[0])[: args.n + args.queries]
@@ -93,13 +101,14 @@ def run(args: Params) -> int:
     print(f"{args.n:,} GloVe rows at norm 0.76, {args.queries} queries; build {build:.1f} s", flush=True)
 
     index.num_threads = 1
+    index.calibrate()  # what the first search at a target would do, kept out of its QPS
     _, plain_truth = exact.search(queries, args.k)
-    for ef in efs:
-        sec, (_, ids) = timed(lambda ef=ef: index.search(queries, args.k, ef=ef), args.repeats)
+    for label, kw in settings:
+        sec, (_, ids) = timed(lambda kw=kw: index.search(queries, args.k, **kw), args.repeats)
         result.rows.append(
             Row(
                 "plain",
-                ef,
+                label,
                 recall(ids, plain_truth),
                 float(np.mean(ids[:, 0] == plain_truth[:, 0])),
                 args.queries / sec,
@@ -110,26 +119,26 @@ def run(args: Params) -> int:
         ("fused halflife", pi.HalfLife(hours=24 * args.half_life_days)),
     ):
         truth = exact.search_scored(queries, args.k, decay=decay, at_time=NOW).ids
-        for ef in efs:
+        for label, kw in settings:
             sec, r = timed(
-                lambda ef=ef, decay=decay: index.search_scored(
-                    queries, args.k, ef=ef, decay=decay, at_time=NOW
+                lambda kw=kw, decay=decay: index.search_scored(
+                    queries, args.k, decay=decay, at_time=NOW, **kw
                 ),
                 args.repeats,
             )
             result.rows.append(
                 Row(
                     name,
-                    ef,
+                    label,
                     recall(r.ids, truth),
                     float(np.mean(r.ids[:, 0] == truth[:, 0])),
                     args.queries / sec,
                 )
             )
-    print(f"{'mode':16s} {'ef':>5s} {'R@' + str(args.k):>7s} {'R@1':>7s} {'QPS 1thr':>10s}")
+    print(f"{'mode':16s} {'ef':>6s} {'R@' + str(args.k):>7s} {'R@1':>7s} {'QPS 1thr':>10s}")
     for row in result.rows:
         print(
-            f"{row.mode:16s} {row.ef:5d} {row.recall_at_k:7.3f} {row.recall_at_1:7.3f} {row.qps_1thr:10,.0f}"
+            f"{row.mode:16s} {row.ef!s:>6} {row.recall_at_k:7.3f} {row.recall_at_1:7.3f} {row.qps_1thr:10,.0f}"
         )
     out = args.out or os.path.join(os.path.dirname(__file__), "results", f"fused_glove_{args.n}.json")
     write_result(out, result)

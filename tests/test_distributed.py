@@ -88,6 +88,15 @@ def test_sharded_hnsw_recall_is_at_least_the_single_one(stamped_data):
             recall(sharded.search(queries, 10, ef=ef)[1], truth)
             >= recall(single.search(queries, 10, ef=ef)[1], truth) - 0.01
         )
+    # A recall target goes to every shard, each meeting it on its own top k.
+    assert recall(sharded.search(queries, 10, recall=0.99)[1], truth) >= 0.97
+    assert recall(sharded.search(queries, 10)[1], truth) >= 0.93  # the shards' default target
+    fused = sharded.search_scored(queries, 10, recall=0.99, at_time=np.datetime64("2026-05-01"))
+    assert recall(fused.ids, truth) >= 0.97
+    with pytest.raises(ValueError, match="not both"):
+        sharded.search(queries, 10, ef=16, recall=0.9)
+    with pytest.raises(ValueError, match="recall"):
+        sharded.search_scored(queries, 10, recall=0.0)
     sharded.close()
 
 

@@ -105,13 +105,19 @@ class Shard:
         return ids[compile_filter(filters, table)]
 
     def search(
-        self, q: np.ndarray, k: int, ef: int | None, filters: Any, schema: Any = None
+        self,
+        q: np.ndarray,
+        k: int,
+        ef: int | None,
+        filters: Any,
+        schema: Any = None,
+        recall: float | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(D, I)``, with I as int32 when every id fits (the driver's merge widens it again):
         Ray passes a result under 100 KB inline and a larger one through its object store,
         about 1.2 ms more a call, and a batch of 1,000 top-10s is 120 KB with int64 ids, 80 KB
         with int32 (benchmarks/BENCHMARKS.md, Step 9)."""
-        D, I = self.index.search(q, k, ef, filters=self._filters(filters, schema))
+        D, I = self.index.search(q, k, ef, recall=recall, filters=self._filters(filters, schema))
         small = np.iinfo(np.int32)
         if I.size == 0 or (small.min <= I.min() and I.max() <= small.max):
             I = I.astype(np.int32)
@@ -120,7 +126,9 @@ class Shard:
     def search_scored(self, q: np.ndarray, k: int, options: dict[str, Any]) -> tuple[np.ndarray, ...]:
         """The six result columns; never touches (the driver touches what its merge returns)."""
         filters = self._filters(options.get("filters"), options.get("schema"))
-        r = self.index._search_scoring(q, k, options["scoring"], filters=filters, ef=options.get("ef"))
+        r = self.index._search_scoring(
+            q, k, options["scoring"], filters=filters, ef=options.get("ef"), recall=options.get("recall")
+        )
         return r.ids, r.scores, r.distances, r.depths, r.time_weights, r.log_weights
 
     def query(

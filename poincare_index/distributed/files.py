@@ -136,7 +136,8 @@ def _load(
         index = cls(
             int(doc["dim"]), kind=str(doc["kind"]), partition=partition,
             curvature=float(options["curvature"]), M=int(options["M"]),
-            ef_construction=int(options["ef_construction"]), ef_search=int(options["ef_search"]),
+            ef_construction=int(options["ef_construction"]),
+            ef_search=None if options["ef_search"] is None else int(options["ef_search"]),
             seed=int(options["seed"]), threads_per_shard=int(options["num_threads"]),
             storage=str(options.get("storage", "f32")),  # manifests before compressed storage: f32
             time_span=None if time is None else timedelta(microseconds=int(time["span_us"])),

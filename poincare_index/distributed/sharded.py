@@ -23,6 +23,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .. import _core, _time
 from .._closing import refuse_when_closed
+from .._recall_state import checked_width
 from .._validation import (
     as_flag,
     as_id,
@@ -35,6 +36,7 @@ from .._validation import (
 from ..decay import DEFAULT_FUTURE_TOLERANCE, DEFAULT_FUTURE_WEIGHT, DecayPolicy
 from ..geometry import _curvature
 from ..index import as_storage
+from ..recall import as_recall
 from ..scoring import ScoringSpec
 from . import files
 from ._ray_support import as_seconds, import_ray
@@ -52,13 +54,19 @@ _PARTITIONS = ("hash", "time")
 DEFAULT_MAX_TIME_SHARDS = 64
 
 
+def _width(ef: Any, recall: Any) -> tuple[int | None, float | None]:
+    """A search call's ``ef`` or ``recall`` checked (not both) before it goes to the shards."""
+    return checked_width(ef, recall), None if recall is None else as_recall(recall)
+
+
 @refuse_when_closed("index")
 class ShardedIndex:
     """The index API over Ray actors (see the module docstring). Call ``ray.init`` first to
     choose the cluster (``ray.init(address=...)``); otherwise Ray starts a local one.
 
-    ``kind``: "hnsw" or "flat"; ``M``, ``ef_construction``, ``ef_search``, ``seed``,
-    ``curvature``, ``storage`` (HNSW: "f32", "f16" or "sq8") as for the local indexes;
+    ``kind``: "hnsw" or "flat"; ``M``, ``ef_construction``, ``ef_search`` (default None: each
+    shard searches at its recall target, 0.95), ``seed``, ``curvature``, ``storage`` (HNSW:
+    "f32", "f16" or "sq8") as for the local indexes;
     ``threads_per_shard`` each shard's search threads;
     ``actor_options`` goes to ``ray.remote(...).options`` (e.g. ``{"num_cpus": 1}``, resources,
     a scheduling strategy; not ``max_restarts``: restoring a shard is the driver's job).
@@ -91,7 +99,7 @@ class ShardedIndex:
 
     def __init__(
         self, dim: int, *, shards: int | None = None, kind: str = "hnsw", partition: str = "hash",
-        curvature: float = 1.0, M: int = 16, ef_construction: int = 200, ef_search: int = 64,
+        curvature: float = 1.0, M: int = 16, ef_construction: int = 200, ef_search: int | None = None,
         seed: int = 0, threads_per_shard: int = 1, actor_options: dict[str, Any] | None = None,
         time_span: timedelta | None = None, time_origin: Any = None,
         checkpoint_path: str | os.PathLike[str] | None = None, call_timeout: float = 60.0,
@@ -134,7 +142,8 @@ class ShardedIndex:
         self._options = {
             "curvature": _curvature(curvature), "M": as_positive_int(M, "M"),
             "ef_construction": as_positive_int(ef_construction, "ef_construction"),
-            "ef_search": as_positive_int(ef_search, "ef_search"), "seed": int(seed),
+            "ef_search": None if ef_search is None else as_positive_int(ef_search, "ef_search"),
+            "seed": int(seed),
             "num_threads": as_positive_int(threads_per_shard, "threads_per_shard"),
             "storage": as_storage(storage),
         }  # fmt: skip
@@ -473,19 +482,21 @@ class ShardedIndex:
             raise TypeError("a sharded index takes dict filters or arrays of allowed ids, not row masks")
 
     def search(
-        self, q: ArrayLike, k: int, ef: int | None = None, *, filters: Any = None, allow_partial: bool = False
-    ) -> ShardedSearchResult:
+        self, q: ArrayLike, k: int, ef: int | None = None, *, recall: float | None = None,
+        filters: Any = None, allow_partial: bool = False,
+    ) -> ShardedSearchResult:  # fmt: skip
         """``(D, I)`` as the local indexes give them: every shard's top-k merged (distances
-        ascending, ties by id). ``filters`` (a dict, or allowed ids) go to every shard.
+        ascending, ties by id). ``ef`` or ``recall`` (not both) go to every shard, as do
+        ``filters`` (a dict, or allowed ids): each shard meets the target on its own top k, so
+        the merge does too (a true answer is lost only where its shard missed it).
         With ``allow_partial=True`` a shard that fails is left out instead of raising; the
         result's ``answered`` and ``missing`` name the shards (it unpacks as ``D, I``)."""
         arr, k = self._query(q, k)
-        if ef is not None:
-            as_positive_int(ef, "ef")
+        ef, recall = _width(ef, recall)
         self._check_filters(filters)
         as_flag(allow_partial, "allow_partial")
         slots = list(self._set.slots)
-        question = (arr, k, ef, filters, self._schema if filters is not None else None)
+        question = (arr, k, ef, filters, self._schema if filters is not None else None, recall)
         parts, missing = self._fan(
             slots, "search", [question] * len(slots), allow_partial=bool(allow_partial)
         )
@@ -498,7 +509,7 @@ class ShardedIndex:
     def search_scored(
         self, q: ArrayLike, k: int, *, decay: DecayPolicy | None = None, at_time: Any = None,
         depth_bias: float = 0.0, time_coef: float = 1.0, filters: Any = None, ef: int | None = None,
-        touch: bool = False, future_weight: float = DEFAULT_FUTURE_WEIGHT,
+        recall: float | None = None, touch: bool = False, future_weight: float = DEFAULT_FUTURE_WEIGHT,
         future_tolerance: timedelta = DEFAULT_FUTURE_TOLERANCE, allow_partial: bool = False,
         prune: bool = True,
     ) -> ShardedScoredResults:  # fmt: skip
@@ -521,10 +532,9 @@ class ShardedIndex:
         self._check_filters(filters)
         for name, flag in (("touch", touch), ("allow_partial", allow_partial), ("prune", prune)):
             as_flag(flag, name)
-        if ef is not None:
-            as_positive_int(ef, "ef")
+        ef, recall = _width(ef, recall)
         options = {
-            "scoring": spec, "filters": filters, "ef": ef,
+            "scoring": spec, "filters": filters, "ef": ef, "recall": recall,
             "schema": self._schema if filters is not None else None,
         }  # fmt: skip
         slots = [s for s in self._set.slots if self._buckets is None or s.t_min is not None]

@@ -74,7 +74,8 @@ class PoincareVectorStore(VectorStore):
     """A LangChain vector store over the Poincaré HNSW index (see the module docstring).
 
     ``PoincareVectorStore(embedding=<Embeddings>, **index_options)``: ``path`` and ``namespace``
-    (a persistent store), ``M``, ``ef_construction``, ``ef_search``, ``num_threads`` (the index),
+    (a persistent store), ``M``, ``ef_construction``, ``ef_search`` (default None: the index's
+    recall target), ``num_threads`` (the index),
     ``normalize``, ``scale`` (the mapping into the ball), ``dim`` (the embedding's dimension; by
     default learnt from the first texts added, or from one probe call when ``path`` is given).
     Filters are dicts on metadata keys with our operators (``$eq $ne $gt $gte $lt $lte $in $nin
@@ -94,7 +95,7 @@ class PoincareVectorStore(VectorStore):
         scale: float = 1.0,
         M: int = 16,
         ef_construction: int = 100,
-        ef_search: int = 128,
+        ef_search: int | None = None,
         num_threads: int | None = None,
         fsync: bool = False,
     ) -> None:

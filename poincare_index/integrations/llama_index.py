@@ -201,7 +201,8 @@ class PoincareVectorStore(BasePydanticVectorStore):
     """A LlamaIndex vector store over the Poincaré HNSW index (see the module docstring).
 
     ``PoincareVectorStore(dim=None, path=None, namespace="default", normalize=True, scale=1.0,
-    input_space="euclidean", M=16, ef_construction=100, ef_search=128, num_threads=None)``: with
+    input_space="euclidean", M=16, ef_construction=100, ef_search=None, num_threads=None)``
+    (``ef_search`` None: searches at the index's recall target, 0.95): with
     ``dim=None`` the dimension is taken from the first node added (or from the store at
     ``path``); ``input_space="ball"`` takes node and query embeddings as points in the ball (from
     :class:`PoincareEmbedding`), checked to lie inside it, instead of mapping them there.
@@ -218,7 +219,7 @@ class PoincareVectorStore(BasePydanticVectorStore):
     input_space: str = "euclidean"
     M: int = 16
     ef_construction: int = 100
-    ef_search: int = 128
+    ef_search: int | None = None
     num_threads: int | None = None
 
     _memory: Any = PrivateAttr(default=None)
