@@ -3,8 +3,8 @@
 
 GloVe 6B 50-d rows (a seeded sample) scaled to unit length and mapped with ``expmap0``, so every
 point sits at norm tanh(1) = 0.76, as text embeddings do; times spread uniformly over
-``--days``. For each ef, and each recall target of ``--targets`` (``recall=``): ``search_scored`` (no decay, and HalfLife(``--half-life-days``))
-against the exact fused top-k of the flat index, recall@k and recall@1, and the plain
+``--days``. For each ef, and each recall target of ``--targets`` (``recall=``): ``search_scored``
+(no decay, and HalfLife(``--half-life-days``)) against the exact fused top-k of the flat index, recall@k and recall@1, and the plain
 ``search`` against the exact plain top-k, each with its 1-thread QPS (best of ``--repeats``).
 The fused walk walks what the plain walk walks at the same ef: with no decay its recall must
 equal the plain search's.
@@ -137,9 +137,8 @@ def run(args: Params) -> int:
             )
     print(f"{'mode':16s} {'ef':>6s} {'R@' + str(args.k):>7s} {'R@1':>7s} {'QPS 1thr':>10s}")
     for row in result.rows:
-        print(
-            f"{row.mode:16s} {row.ef!s:>6} {row.recall_at_k:7.3f} {row.recall_at_1:7.3f} {row.qps_1thr:10,.0f}"
-        )
+        at_k, at_1 = row.recall_at_k, row.recall_at_1
+        print(f"{row.mode:16s} {row.ef!s:>6} {at_k:7.3f} {at_1:7.3f} {row.qps_1thr:10,.0f}")
     out = args.out or os.path.join(os.path.dirname(__file__), "results", f"fused_glove_{args.n}.json")
     write_result(out, result)
     print(f"results: {out}")
