@@ -3,11 +3,11 @@
 
 GloVe 6B 50-d rows (a seeded sample) scaled to unit length and mapped with ``expmap0``, so every
 point sits at norm tanh(1) = 0.76, as text embeddings do; times spread uniformly over
-``--days``. For each ef, and each recall target of ``--targets`` (``recall=``): ``search_scored``
-(no decay, and HalfLife(``--half-life-days``)) against the exact fused top-k of the flat index,
-recall@k and recall@1, and the plain ``search`` against the exact plain top-k, each with its
-1-thread QPS (best of ``--repeats``). The fused walk walks what the plain walk walks at the same ef: with no decay its recall must
-equal the plain search's.
+``--days``. For each ef, and each recall target of ``--targets`` (``recall=``):
+``search_scored`` (no decay, and HalfLife(``--half-life-days``)) against the exact fused top-k
+of the flat index, recall@k and recall@1, and the plain ``search`` against the exact plain
+top-k, each with its 1-thread QPS (best of ``--repeats``). The fused walk walks what the plain
+walk walks at the same ef: with no decay its recall must equal the plain search's.
 
     python benchmarks/bench_fused_glove.py --n 100000 --out benchmarks/results/fused_glove.json
 """
