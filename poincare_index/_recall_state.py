@@ -82,9 +82,10 @@ class RecallCalibrated:
             return self._current_calibration().table
 
     def expected_recall(self, k: int = 10, *, ef: int | None = None, recall: float | None = None) -> float:
-        """The recall@k a ``search(x, k, ef=ef, recall=recall)`` call is expected to reach,
-        from the recall table: 1.0 where the call scans exactly, otherwise the least of the
-        table's query kinds at the width the call uses (0.0 for a width below the table's)."""
+        """The recall target a ``search(x, k, ef=ef, recall=recall)`` call meets, from the recall
+        table (:meth:`~poincare_index.recall.RecallTable.meets`: held-out-like queries reach it,
+        stored points and points near them are missed at most a fifth as often): 1.0 where the
+        call scans exactly, 0.0 for a width below the table's."""
         k = as_positive_int(k, "k")
         beam = self._beam(k, ef, recall)  # type: ignore[attr-defined]
         if beam.exact:

@@ -128,13 +128,17 @@ def _widen(
     does not cover at ``target`` (see run_scored); replaces its rows of ``out`` in place."""
     used = np.full(arr.shape[0], ef, dtype=np.int64)
     for _ in range(_WIDENING_ROUNDS):
-        plan = [index._width_for_reach(target, k, int(r), int(e)) for r, e in zip(out[5], used)]
-        again = [i for i, (width, _) in enumerate(plan) if width > used[i]]
-        if not again:
-            return
+        # One decision per distinct (reach, width used): a batch has few of them.
+        pairs, which = np.unique(
+            np.stack([out[5].astype(np.int64), used], axis=1), axis=0, return_inverse=True
+        )
         by_width: dict[tuple[int, bool], list[int]] = {}
-        for i in again:
-            by_width.setdefault(plan[i], []).append(i)
+        for p, (reach, width_used) in enumerate(pairs.tolist()):
+            width, scan = index._width_for_reach(target, k, reach, width_used)
+            if width > width_used:
+                by_width.setdefault((width, scan), []).extend(np.flatnonzero(which.ravel() == p).tolist())
+        if not by_width:
+            return
         for (width, scan), rows in by_width.items():
             part = call(arr[rows], width, scan)
             for dst, src in zip(out, part):
