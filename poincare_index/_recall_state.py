@@ -78,7 +78,7 @@ class RecallCalibrated:
         """Measures the recall table now (a search does when the table is missing or stale: call
         this after a bulk load to keep that cost out of the first search). Returns it."""
         with self._write_lock:
-            self._calibration = None
+            self._forget_calibration()
             return self._current_calibration().table
 
     def expected_recall(self, k: int = 10, *, ef: int | None = None, recall: float | None = None) -> float:
@@ -94,6 +94,11 @@ class RecallCalibrated:
         if table is None:  # a fixed width on an index too small to measure: every point is seen
             return 1.0 if beam.ef >= self.ntotal else 0.0
         return table.expected(k, max(beam.ef, k))
+
+    def _forget_calibration(self) -> None:
+        """Drops the table after a change to how the walk reads (storage, switches): the next
+        search that needs it measures again."""
+        self._calibration = None
 
     def _walk_search(self, q: Any, k: int, ef: int) -> Any:
         """The graph search at width ``ef``, whatever the index's target (for measuring it)."""

@@ -18,6 +18,11 @@ from .recall import DEFAULT_RECALL_TARGET, Beam, as_recall
 
 __all__ = ["PoincareIndex", "PoincareFlatIndex", "STORAGE_KINDS"]
 
+# Links per node (2M on level 0). 24 rather than FAISS's and hnswlib's 16: the two orders share
+# each list, and at 200,000 points 16 leave too few per order for stored points to be found at
+# a narrow width (docs/recall.md, "Links").
+DEFAULT_M = 24
+
 # What PoincareIndex(storage=...) accepts: what its graph walk reads.
 STORAGE_KINDS = ("f32", "f16", "sq8")
 
@@ -82,7 +87,8 @@ class PoincareIndex(RecallCalibrated, IndexBase):
     """Approximate k-NN by Poincaré distance: an HNSW graph navigated by the distance's monotone
     surrogate ``|u - v|^2 a(u) a(v)``, exact distances reported for the results.
 
-    Parameters follow the HNSW paper and FAISS: ``M`` links per node (2M on level 0),
+    Parameters follow the HNSW paper and FAISS: ``M`` links per node (2M on level 0; default 24,
+    within hnswlib's bytes per vector at its M = 16: docs/recall.md, "Links"),
     ``ef_construction`` beam width while building. ``seed`` fixes the level draws; with
     ``num_threads=1`` builds are reproducible.
 
@@ -110,7 +116,7 @@ class PoincareIndex(RecallCalibrated, IndexBase):
     def __init__(
         self,
         dim: int,
-        M: int = 16,
+        M: int = DEFAULT_M,
         ef_construction: int = 200,
         curvature: float = 1.0,
         seed: int = 0,
@@ -164,6 +170,7 @@ class PoincareIndex(RecallCalibrated, IndexBase):
         kind = as_storage(storage)
         with self._write_lock:
             self._core.set_storage(kind)
+            self._forget_calibration()  # the walk reads the codes now: its recall is another
 
     @property
     def ef_search(self) -> int | None:
@@ -246,6 +253,7 @@ class PoincareIndex(RecallCalibrated, IndexBase):
                 raise TypeError(f"graph switch {name!r} must be a bool, got {type(value).__name__}")
             current[name] = value
         self._core.set_graph_switches(**current)
+        self._forget_calibration()
 
     def _saved_params(self) -> dict[str, Any] | None:
         return {

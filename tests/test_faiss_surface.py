@@ -164,7 +164,7 @@ def test_reset_empties_and_numbers_from_zero_again(cls, tree_data):
     _, I = index.search(base[300:301], 1)
     assert I[0, 0] == 0
     if cls is pi.PoincareIndex:
-        assert index.M == 16 and index.check_integrity()["unreachable"] == 0
+        assert index.M == pi.index.DEFAULT_M and index.check_integrity()["unreachable"] == 0
 
 
 @pytest.mark.parametrize("cls", INDEXES)

@@ -24,7 +24,9 @@ def _missed_by_themselves(index: pi.PoincareIndex, x: np.ndarray, ids: np.ndarra
 
 
 def _build(x: np.ndarray, **switches: bool) -> pi.PoincareIndex:
-    index = pi.PoincareIndex(x.shape[1], seed=0, num_threads=1)
+    # M = 16, the graph the repair's steps were measured on (docs/graph_walk.md): with the
+    # default's more links per list there are fewer misses for each step to repair.
+    index = pi.PoincareIndex(x.shape[1], M=16, seed=0, num_threads=1)
     index._set_graph_switches(**switches)
     index.add(x)
     return index

@@ -35,7 +35,7 @@ from .._validation import (
 )
 from ..decay import DEFAULT_FUTURE_TOLERANCE, DEFAULT_FUTURE_WEIGHT, DecayPolicy
 from ..geometry import _curvature
-from ..index import as_storage
+from ..index import DEFAULT_M, as_storage
 from ..recall import as_recall
 from ..scoring import ScoringSpec
 from . import files
@@ -99,7 +99,7 @@ class ShardedIndex:
 
     def __init__(
         self, dim: int, *, shards: int | None = None, kind: str = "hnsw", partition: str = "hash",
-        curvature: float = 1.0, M: int = 16, ef_construction: int = 200, ef_search: int | None = None,
+        curvature: float = 1.0, M: int = DEFAULT_M, ef_construction: int = 200, ef_search: int | None = None,
         seed: int = 0, threads_per_shard: int = 1, actor_options: dict[str, Any] | None = None,
         time_span: timedelta | None = None, time_origin: Any = None,
         checkpoint_path: str | os.PathLike[str] | None = None, call_timeout: float = 60.0,
