@@ -266,7 +266,7 @@ DEFAULTS: dict[str, Any] = {
     "queries": 500,  # held-out, near and self queries each
     "efs": [10, 16, 32, 64, 128],
     "targets": [0.9, 0.95, 0.99],  # ours: also searched at these recall targets (recall=)
-    "M": 16,
+    "M": pi.index.DEFAULT_M,  # ours (hnswlib: its M=16)
     "ef_construction": 200,
     "threads": 1,  # build threads (and search threads unless search_threads is set)
     "search_threads": 0,  # search threads (0: as threads)

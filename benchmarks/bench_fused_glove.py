@@ -91,7 +91,7 @@ def run(args: Params) -> int:
     hours = np.random.default_rng(args.seed + 1).uniform(0, args.days * 24, args.n)
     t = np.datetime64(NOW.replace(tzinfo=None), "us") - (hours * 3.6e9).astype("timedelta64[us]")
 
-    index = pi.PoincareIndex(50, M=16, ef_construction=200, seed=0)
+    index = pi.PoincareIndex(50, ef_construction=200, seed=0)  # the default M
     t0 = time.perf_counter()
     index.add(base, t=t)
     build = time.perf_counter() - t0

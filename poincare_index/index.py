@@ -20,7 +20,7 @@ __all__ = ["PoincareIndex", "PoincareFlatIndex", "STORAGE_KINDS"]
 
 # Links per node (2M on level 0). 24 rather than FAISS's and hnswlib's 16: the two orders share
 # each list, and at 200,000 points 16 leave too few per order for stored points to be found at
-# a narrow width (docs/recall.md, "Links").
+# a narrow width (docs/graph_walk.md, "Links that scale").
 DEFAULT_M = 24
 
 # What PoincareIndex(storage=...) accepts: what its graph walk reads.
@@ -88,7 +88,7 @@ class PoincareIndex(RecallCalibrated, IndexBase):
     surrogate ``|u - v|^2 a(u) a(v)``, exact distances reported for the results.
 
     Parameters follow the HNSW paper and FAISS: ``M`` links per node (2M on level 0; default 24,
-    within hnswlib's bytes per vector at its M = 16: docs/recall.md, "Links"),
+    within hnswlib's bytes per vector at its M = 16: docs/graph_walk.md, "Links that scale"),
     ``ef_construction`` beam width while building. ``seed`` fixes the level draws; with
     ``num_threads=1`` builds are reproducible.
 
