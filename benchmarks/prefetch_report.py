@@ -24,7 +24,7 @@ if HERE not in sys.path:
 from bench_families import qps_at_recall  # noqa: E402
 from prefetch_rescore import QDRANT_EF_FLOOR  # noqa: E402
 
-OURS_DEFAULT_EF = 64  # PoincareIndex's ef_search default
+OURS_DEFAULT_EF = 64  # PoincareIndex's fixed ef_search default before the recall target (step 17)
 
 
 def held(point: dict[str, Any]) -> tuple[float, float]:

@@ -57,7 +57,10 @@ def describe_index(path: Path) -> dict[str, Any]:
         "metadata_columns": [] if cols.metadata is None else cols.metadata.column_names,
     }
     if hasattr(index, "M"):
-        out["hnsw"] = {"M": index.M, "ef_construction": index.ef_construction, "ef_search": index.ef_search}
+        out["hnsw"] = {
+            "M": index.M, "ef_construction": index.ef_construction, "ef_search": index.ef_search,
+            "recall_target": index.recall_target,
+        }  # fmt: skip
     return out
 
 
