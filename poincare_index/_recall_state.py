@@ -15,6 +15,7 @@ from .recall import (
     RecallTable,
     as_recall,
     calibrate,
+    on_grid,
     scan_is_cheaper,
 )
 
@@ -147,7 +148,7 @@ class RecallCalibrated:
             need = None if found is None else max(2 * used, found)
         if need is None or scan_is_cheaper(need, cal.points, self.M):
             return _SCAN_WIDTH, True
-        return need, False
+        return on_grid(need), False
 
     def _saved_recall(self) -> dict[str, Any]:
         """The manifest's recall entries: the target, and the table (measured now if missing or

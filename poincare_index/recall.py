@@ -235,6 +235,15 @@ def _increasing_ints(value: Any, where: str) -> tuple[int, ...]:
     return tuple(value)
 
 
+def on_grid(width: int) -> int:
+    """The smallest measured width at or above ``width`` (past the grid, the next power of two):
+    the widths a batch's queries are widened to fall on few values, one core call each."""
+    for e in CALIBRATION_EFS:
+        if e >= width:
+            return e
+    return 1 << (int(width) - 1).bit_length()
+
+
 def scan_is_cheaper(ef: int, live: int, M: int) -> bool:
     """Whether scanning ``live`` points costs no more than a walk of width ``ef`` on a graph of
     ``M`` (see SCAN_POINTS_PER_EF)."""

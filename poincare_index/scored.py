@@ -125,22 +125,26 @@ def _widen(
     index: IndexBase, arr: NDArray[np.float32], out: list[Any], ef: int, target: float, k: int, call: Any
 ) -> None:
     """Searches again, wider or by a scan, each query whose reach the width it was searched with
-    does not cover at ``target`` (see run_scored); replaces its rows of ``out`` in place."""
+    does not cover at ``target`` (see run_scored); replaces its rows of ``out`` in place. A query
+    whose answers a wider search left unchanged is settled: its top k no longer depends on the
+    width, whatever the reach says."""
     used = np.full(arr.shape[0], ef, dtype=np.int64)
+    settled = np.zeros(arr.shape[0], dtype=bool)
     for _ in range(_WIDENING_ROUNDS):
         # One decision per distinct (reach, width used): a batch has few of them.
-        pairs, which = np.unique(
-            np.stack([out[5].astype(np.int64), used], axis=1), axis=0, return_inverse=True
-        )
+        reach = np.where(settled, 0, out[5].astype(np.int64))
+        pairs, which = np.unique(np.stack([reach, used], axis=1), axis=0, return_inverse=True)
         by_width: dict[tuple[int, bool], list[int]] = {}
-        for p, (reach, width_used) in enumerate(pairs.tolist()):
-            width, scan = index._width_for_reach(target, k, reach, width_used)
+        for p, (deep, width_used) in enumerate(pairs.tolist()):
+            width, scan = index._width_for_reach(target, k, deep, width_used)
             if width > width_used:
                 by_width.setdefault((width, scan), []).extend(np.flatnonzero(which.ravel() == p).tolist())
         if not by_width:
             return
         for (width, scan), rows in by_width.items():
+            before = np.sort(out[0][rows], axis=1)
             part = call(arr[rows], width, scan)
             for dst, src in zip(out, part):
                 dst[rows] = src
             used[rows] = width
+            settled[rows] = np.all(np.sort(out[0][rows], axis=1) == before, axis=1)
