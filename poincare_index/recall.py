@@ -77,11 +77,11 @@ QUERIES_PER_KIND = 200
 # share of the points it was measured on (so refreshing costs a bounded share of building).
 STALE_SHARE = 0.5
 # A walk of width ef on an M = 16 graph costs about as much as scanning this many points per unit
-# of width (measured from 2,000 to 100,000 points in 16 to 256 dimensions: 24 to 370, growing
-# with the walk's cache misses on a larger index, falling with the scan's arithmetic in more
-# dimensions; docs/recall.md). Near the small end: a wrong choice there costs microseconds, and
-# on large indexes it keeps walks, never loses recall. Each of a walk's expansions reads about 2M
-# links: the cost scales with M.
+# of width (measured from 2,000 to 100,000 points in 16 to 256 dimensions at M = 24: 20 to 491
+# there, so 13 to 330 at M = 16; growing with the walk's cache misses on a larger index, falling
+# with the scan's arithmetic in more dimensions; docs/recall.md). Near the small end: a wrong
+# choice there costs microseconds, and on large indexes it keeps walks, never loses recall. Each
+# of a walk's expansions reads about 2M links: the cost scales with M.
 SCAN_POINTS_PER_EF = 64
 
 
