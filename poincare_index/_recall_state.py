@@ -19,23 +19,12 @@ from .recall import (
     scan_is_cheaper,
 )
 
-__all__ = ["RecallCalibrated", "checked_width"]
+__all__ = ["RecallCalibrated"]
 
 # The width a scan is recorded as having used (wider than any walk).
 _SCAN_WIDTH = 2**31 - 1
 # Distinct (target, k) pairs whose beams one calibration remembers.
 _BEAMS_KEPT = 1024
-
-
-def checked_width(ef: Any, recall: Any) -> int | None:
-    """``ef`` validated (None when not given); ValueError when ``recall`` is given too."""
-    if ef is None:
-        return None
-    if recall is not None:
-        raise ValueError("give ef (a beam width) or recall (a recall target), not both")
-    if type(ef) is int and 0 < ef < 2**31:  # the common case, without the checks' call
-        return ef
-    return as_positive_int(ef, "ef")
 
 
 class _Calibration:

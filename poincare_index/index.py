@@ -10,11 +10,11 @@ from numpy.typing import ArrayLike, NDArray
 from . import _core
 from ._index_base import IndexBase, as_dim
 from ._index_files import register_kind
-from ._recall_state import RecallCalibrated, checked_width
+from ._recall_state import RecallCalibrated
 from ._validation import as_int_in, as_num_threads, as_positive_int
 from .faiss_surface import SearchParameters, resolve_params
 from .geometry import _curvature
-from .recall import DEFAULT_RECALL_TARGET, Beam, as_recall
+from .recall import DEFAULT_RECALL_TARGET, Beam, as_recall, as_width_and_recall, checked_width
 
 __all__ = ["PoincareIndex", "PoincareFlatIndex", "STORAGE_KINDS"]
 
@@ -74,9 +74,7 @@ class PoincareFlatIndex(IndexBase):
         return _core.FlatIndexCore(self.dim, self.curvature, self.num_threads)
 
     def _beam(self, k: Any, ef: Any, recall: Any) -> Beam:
-        checked_width(ef, recall)
-        if recall is not None:
-            as_recall(recall)
+        as_width_and_recall(ef, recall)
         return Beam(1)  # exact: the core scans, no beam
 
     def __repr__(self) -> str:

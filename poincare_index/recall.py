@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._core import IndexFormatError
-from ._validation import as_finite_float
+from ._validation import as_finite_float, as_positive_int
 
 if TYPE_CHECKING:
     from .index import PoincareIndex
@@ -32,6 +32,8 @@ __all__ = [
     "QUERY_KINDS",
     "RecallTable",
     "as_recall",
+    "as_width_and_recall",
+    "checked_width",
 ]
 
 DEFAULT_RECALL_TARGET = 0.95
@@ -100,6 +102,22 @@ def as_recall(value: Any, name: str = "recall") -> float:
     if not 0.0 < v <= 1.0:
         raise ValueError(f"{name} must be in (0, 1], got {value!r}")
     return v
+
+
+def checked_width(ef: Any, recall: Any) -> int | None:
+    """``ef`` validated (None when not given); ValueError when ``recall`` is given too."""
+    if ef is None:
+        return None
+    if recall is not None:
+        raise ValueError("give ef (a beam width) or recall (a recall target), not both")
+    if type(ef) is int and 0 < ef < 2**31:  # the common case, without the checks' call
+        return ef
+    return as_positive_int(ef, "ef")
+
+
+def as_width_and_recall(ef: Any, recall: Any) -> tuple[int | None, float | None]:
+    """A search call's ``ef`` and ``recall``, each checked (None when not given), and not both."""
+    return checked_width(ef, recall), None if recall is None else as_recall(recall)
 
 
 @dataclass(frozen=True)

@@ -50,15 +50,21 @@ def allowed_rows(
     not return it (the mask was not computed for that point).
     """
     if filters is None:
-        if exact:  # removed points' slots are skipped by the scan itself
-            return None, np.arange(int(index._core.slots), dtype=np.uint32), None
-        return None, None, None
+        return (None, scan_slots(index, None), None) if exact else (None, None, None)
     ids, table = index._columns.filter_snapshot()
     mask = compile_filter(filters, table)
     allowed = int(mask.sum())
     if exact or index._exact_scan or allowed <= index.filter_scan_fraction * mask.shape[0]:
-        return None, np.flatnonzero(mask).astype(np.uint32), ids
+        return None, scan_slots(index, mask), ids
     return mask.view(np.uint8), None, ids
+
+
+def scan_slots(index: IndexBase, mask: NDArray[Any] | None) -> NDArray[np.uint32]:
+    """The slots an exact scan reads: those ``mask`` allows, or every slot (the scan itself skips
+    removed points' slots)."""
+    if mask is None:
+        return np.arange(int(index._core.slots), dtype=np.uint32)
+    return np.flatnonzero(mask).astype(np.uint32)
 
 
 # Rounds of widening a search asked for a recall target may take (each at least doubles the
@@ -95,13 +101,7 @@ def run_scored(
         columns.allocate_access()
 
     def call(rows: NDArray[np.float32], ef: int, scan: bool) -> tuple[NDArray[Any], ...]:
-        some = slots
-        if scan:  # every slot the mask allows (removed points' slots are skipped by the scan)
-            some = (
-                np.flatnonzero(mask).astype(np.uint32)
-                if mask is not None
-                else np.arange(int(index._core.slots), dtype=np.uint32)
-            )
+        some = scan_slots(index, mask) if scan else slots
         with columns.buffers() as time_columns:
             return index._core.search_scored(  # type: ignore[no-any-return]
                 rows, k, ef, spec.core(), time_columns, None if scan else mask, some, expected_ids,

@@ -23,7 +23,6 @@ from numpy.typing import ArrayLike, NDArray
 
 from .. import _core, _time
 from .._closing import refuse_when_closed
-from .._recall_state import checked_width
 from .._validation import (
     as_flag,
     as_id,
@@ -36,7 +35,7 @@ from .._validation import (
 from ..decay import DEFAULT_FUTURE_TOLERANCE, DEFAULT_FUTURE_WEIGHT, DecayPolicy
 from ..geometry import _curvature
 from ..index import DEFAULT_M, as_storage
-from ..recall import as_recall
+from ..recall import as_width_and_recall
 from ..scoring import ScoringSpec
 from . import files
 from ._ray_support import as_seconds, import_ray
@@ -52,11 +51,6 @@ _KINDS = ("hnsw", "flat")
 _PARTITIONS = ("hash", "time")
 # How many shards a time partition may open unless told otherwise (see the class docstring).
 DEFAULT_MAX_TIME_SHARDS = 64
-
-
-def _width(ef: Any, recall: Any) -> tuple[int | None, float | None]:
-    """A search call's ``ef`` or ``recall`` checked (not both) before it goes to the shards."""
-    return checked_width(ef, recall), None if recall is None else as_recall(recall)
 
 
 @refuse_when_closed("index")
@@ -492,7 +486,7 @@ class ShardedIndex:
         With ``allow_partial=True`` a shard that fails is left out instead of raising; the
         result's ``answered`` and ``missing`` name the shards (it unpacks as ``D, I``)."""
         arr, k = self._query(q, k)
-        ef, recall = _width(ef, recall)
+        ef, recall = as_width_and_recall(ef, recall)
         self._check_filters(filters)
         as_flag(allow_partial, "allow_partial")
         slots = list(self._set.slots)
@@ -532,7 +526,7 @@ class ShardedIndex:
         self._check_filters(filters)
         for name, flag in (("touch", touch), ("allow_partial", allow_partial), ("prune", prune)):
             as_flag(flag, name)
-        ef, recall = _width(ef, recall)
+        ef, recall = as_width_and_recall(ef, recall)
         options = {
             "scoring": spec, "filters": filters, "ef": ef, "recall": recall,
             "schema": self._schema if filters is not None else None,

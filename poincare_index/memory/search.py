@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._validation import as_positive_int, as_unit_interval
-from ..recall import as_recall
+from ..recall import as_width_and_recall
 from ..scoring import ScoringSpec
 from .keyword import relative_score_fusion
 from .result import Result
@@ -105,12 +105,7 @@ class SearchRequest:
             isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1
         ):
             raise ValueError(f"max_tokens must be a positive int, got {self.max_tokens!r}")
-        if self.ef is not None:
-            as_positive_int(self.ef, "ef")
-        if self.recall is not None:
-            as_recall(self.recall)
-            if self.ef is not None:
-                raise ValueError("give ef (a beam width) or recall (a recall target), not both")
+        as_width_and_recall(self.ef, self.recall)
         if self.session is not None and not isinstance(self.session, str):
             raise TypeError(f"session must be a str, got {type(self.session).__name__}")
         if not isinstance(self.touch, bool):
