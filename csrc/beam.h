@@ -30,12 +30,9 @@ class Level0Reader {
     count = graph_.level0_count(slot, l);
     return l + 1;
   }
-  // Starts fetching the list of `slot` (a cache miss of its own, read when it is expanded).
-  void prefetch(std::uint32_t slot) const {
-    const std::uint32_t* l = graph_.level0_list(slot);
-    hnsw_detail::prefetch(l);
-    hnsw_detail::prefetch(l + 16);
-  }
+  // Starts fetching the list of `slot` (a cache miss of its own, read when it is expanded;
+  // HnswGraph::prefetch_list reads nothing of it first).
+  void prefetch(std::uint32_t slot) const { graph_.prefetch_list(slot, 0); }
 
  private:
   const HnswGraph& graph_;
@@ -50,7 +47,7 @@ class UpperReader {
     count = std::min<std::size_t>(l[0], static_cast<std::size_t>(graph_.params().M));
     return l + 1;
   }
-  void prefetch(std::uint32_t slot) const { hnsw_detail::prefetch(graph_.links(slot, level_)); }
+  void prefetch(std::uint32_t slot) const { graph_.prefetch_list(slot, level_); }
 
  private:
   const HnswGraph& graph_;
@@ -72,7 +69,7 @@ class ConcurrentReader {
     count = scratch.links.size();
     return scratch.links.data();
   }
-  void prefetch(std::uint32_t slot) const { hnsw_detail::prefetch(graph_.links(slot, level_)); }
+  void prefetch(std::uint32_t slot) const { graph_.prefetch_list(slot, level_); }
 
  private:
   const HnswGraph& graph_;

@@ -17,10 +17,10 @@ namespace {
 constexpr char kEndMagic[4] = {'P', 'E', 'N', 'D'};
 constexpr std::size_t kTableTail = 8 + 8 + 4;  // block bytes, block count, the table's CRC
 
-std::vector<unsigned char> slurp(const std::string& path) {
+FileBytes slurp(const std::string& path) {
   std::size_t size = 0;
   const int fd = open_regular_file(path, size);
-  std::vector<unsigned char> data(size);
+  FileBytes data(size);
   std::size_t done = 0;
   while (done < data.size()) {
     const ssize_t r = ::read(fd, data.data() + done, data.size() - done);
@@ -175,7 +175,7 @@ void BlockCheck::verify_range(std::size_t begin, std::size_t end) const {
   }
 }
 
-Reader::Reader(std::string path, std::vector<unsigned char> data, std::size_t end,
+Reader::Reader(std::string path, FileBytes data, std::size_t end,
                std::uint32_t version)
     : path_(std::move(path)),
       data_(std::move(data)),

@@ -10,9 +10,12 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "errors.h"
+#include "huge_pages.h"
+#include "mappable_array.h"
 #include "mapped_file.h"
 
 namespace poincare::format {
@@ -70,6 +73,37 @@ class Writer {
   std::vector<std::uint32_t> block_crcs_;
 };
 
+// A whole file's bytes read into memory: huge pages (huge_pages.h), not zeroed first (the read
+// fills every byte). A 1M-point index's files are ~500 MB: on 4 KiB pages their page faults
+// alone took longer than reading and checking them.
+class FileBytes {
+ public:
+  FileBytes() = default;
+  explicit FileBytes(std::size_t size)
+      : data_(size ? HugePageAllocator<unsigned char>().allocate(size) : nullptr), size_(size) {}
+  ~FileBytes() {
+    if (data_) HugePageAllocator<unsigned char>().deallocate(data_, size_);
+  }
+  FileBytes(FileBytes&& o) noexcept : data_(o.data_), size_(o.size_) {
+    o.data_ = nullptr;
+    o.size_ = 0;
+  }
+  FileBytes& operator=(FileBytes&& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(size_, o.size_);
+    return *this;
+  }
+  FileBytes(const FileBytes&) = delete;
+  FileBytes& operator=(const FileBytes&) = delete;
+  unsigned char* data() { return data_; }
+  const unsigned char* data() const { return data_; }
+  std::size_t size() const { return size_; }
+
+ private:
+  unsigned char* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
 // The per-block checksums of a mapped file: what verify() checks later.
 struct BlockCheck {
   std::shared_ptr<const MappedFile> file;
@@ -83,7 +117,7 @@ struct BlockCheck {
 // Bounds-checked cursor over a file's payload (read into memory or mapped).
 class Reader {
  public:
-  Reader(std::string path, std::vector<unsigned char> data, std::size_t end, std::uint32_t version);
+  Reader(std::string path, FileBytes data, std::size_t end, std::uint32_t version);
   Reader(std::string path, BlockCheck check, std::size_t end, std::uint32_t version);
   std::uint32_t version() const { return version_; }
   bool mapped() const { return check_.file != nullptr; }
@@ -105,6 +139,28 @@ class Reader {
     if (n) std::memcpy(v.data(), base_ + pos_, n * sizeof(T));
     pos_ += n * sizeof(T);
     return v;
+  }
+  // n elements copied into an owned big array (huge pages, no zeroing pass): the index's own
+  // arrays, read once.
+  template <typename T>
+  MappableArray<T> get_big_array(std::size_t n) {
+    check_array<T>(n);
+    const T* p = reinterpret_cast<const T*>(base_ + pos_);
+    MappableArray<T> v;
+    if (pos_ % alignof(T) == 0) {
+      v.assign(p, p + n);
+    } else {  // unaligned in a buffer: element by element
+      v.resize(n);
+      if (n) std::memcpy(v.data(), base_ + pos_, n * sizeof(T));
+    }
+    pos_ += n * sizeof(T);
+    return v;
+  }
+  // Steps over n elements (arrays recomputed from others on load).
+  template <typename T>
+  void skip_array(std::size_t n) {
+    check_array<T>(n);
+    pos_ += n * sizeof(T);
   }
   // n elements in place (mapped files only; the payload is aligned for T where views are taken).
   template <typename T>
@@ -136,7 +192,7 @@ class Reader {
     if (n > end_ - pos_) fail("unexpected end of data");
   }
   std::string path_;
-  std::vector<unsigned char> data_;
+  FileBytes data_;
   BlockCheck check_;
   const unsigned char* base_;
   std::size_t end_;

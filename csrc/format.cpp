@@ -106,10 +106,10 @@ LoadedVectors read_vectors(const std::string& path, bool mapped) {
                                             std::move(ids), std::move(deleted), high_water),
               r.block_check()};
     }
-    auto vectors = r.get_array<float>(n * dim);
+    auto vectors = r.get_big_array<float>(n * dim);
     // Recomputed (and so checked) by restore(): the rank factors and the code rows.
-    if (r.version() >= 2) r.get_array<float>(n);
-    if (r.version() >= 3) r.get_array<std::uint8_t>(n * code_bytes);
+    if (r.version() >= 2) r.skip_array<float>(n);
+    if (r.version() >= 3) r.skip_array<std::uint8_t>(n * code_bytes);
     r.expect_end();
     return {VectorStorage::restore(dim, curvature, code_kind, std::move(vectors), std::move(ids),
                                    std::move(deleted), high_water),
@@ -177,8 +177,7 @@ LoadedGraph read_graph(const std::string& path, std::size_t expected_nodes,
     relocated = r.get_array<std::uint32_t>(n_relocated * HnswGraph::relocated_stride_for(p.M));
     r.block_check().verify_range(small, r.block_check().covered);  // relocated and upper lists
   } else if (r.version() >= 2) {
-    const auto lists = r.get_array<std::uint32_t>(n * stride0);
-    level0.assign(lists.begin(), lists.end());
+    level0 = r.get_big_array<std::uint32_t>(n * stride0);
     relocated = r.get_array<std::uint32_t>(n_relocated * HnswGraph::relocated_stride_for(p.M));
   } else {
     // Version 1 kept 2M + kRepairSlots slots in every list: lists over 2M are relocated.

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "hnsw_links.h"
 #include "huge_pages.h"
 #include "mappable_array.h"
 #include "repair_sources.h"
@@ -231,6 +232,16 @@ class HnswGraph {
   // capacity (an unverified mapped file may hold any count).
   std::size_t level0_count(std::uint32_t slot, const std::uint32_t* l) const {
     return std::min<std::size_t>(l[0], level0_capacity(slot));
+  }
+  // Starts fetching `slot`'s list on `level` without waiting for any of it: on level 0 the
+  // in-place words (reading the head to follow a relocation would stall on the very miss the
+  // prefetch is for; a relocated list, rare, is fetched when read).
+  void prefetch_list(std::uint32_t slot, int level) const {
+    if (level == 0)
+      hnsw_detail::prefetch_row(level0_.data() + static_cast<std::size_t>(slot) * level0_stride(),
+                                level0_stride() * sizeof(std::uint32_t));
+    else
+      hnsw_detail::prefetch_row(links_at(slot, level), upper_stride() * sizeof(std::uint32_t));
   }
   // Whether `slot`'s level-0 list was relocated (it may hold 2M + kRepairSlots links).
   bool is_relocated(std::uint32_t slot) const {

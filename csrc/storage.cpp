@@ -178,7 +178,7 @@ void VectorStorage::memory(std::vector<std::pair<std::string, std::size_t>>& out
 }
 
 VectorStorage VectorStorage::restore(std::size_t dim, double curvature,
-                                     codes::CodeKind code_kind, std::vector<float> vectors,
+                                     codes::CodeKind code_kind, MappableArray<float> vectors,
                                      std::vector<std::int64_t> ids,
                                      std::vector<std::uint8_t> deleted,
                                      std::int64_t id_high_water) {
@@ -187,7 +187,7 @@ VectorStorage VectorStorage::restore(std::size_t dim, double curvature,
   if (vectors.size() != n * dim || deleted.size() != n)
     throw FormatError("vector, id and deletion columns disagree in length");
   metric::validate_points(vectors.data(), n, dim, curvature, "stored vector");
-  s.vectors_.assign(vectors.begin(), vectors.end());
+  s.vectors_ = std::move(vectors);
   s.restore_columns(std::move(ids), std::move(deleted), id_high_water);
   s.rank_factor_.resize(n);
   s.codes_.resize(n * s.code_bytes_);

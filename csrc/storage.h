@@ -98,7 +98,7 @@ class VectorStorage {
   // are recomputed from the float32 coordinates, so they are bit-identical to the ones before
   // saving.
   static VectorStorage restore(std::size_t dim, double curvature, codes::CodeKind code_kind,
-                               std::vector<float> vectors, std::vector<std::int64_t> ids,
+                               MappableArray<float> vectors, std::vector<std::int64_t> ids,
                                std::vector<std::uint8_t> deleted, std::int64_t id_high_water);
   // The same over coordinates, rank factors and codes left in a mapped file (a fast open): ids
   // and flags are checked, the mapped arrays are not read (verify_contents() reads them).
