@@ -6,8 +6,9 @@ search threads, ``search(q, k, ef) -> ids`` runs one batch (including any query 
 ``sweep_values`` are the ef values to try (``(None,)`` for exact indexes), and
 ``analytic_bytes()`` is the per-vector memory the structure itself implies.
 
-Every contender is built as a user gets it: the library's defaults except M=16 and
-efConstruction=200, no tuning flags.
+Every contender is built as a user gets it: the library's defaults except efConstruction=200 and
+the peers' M=16 (hnswlib's default; ours builds at its own default, ``pi.index.DEFAULT_M``), no
+tuning flags.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from truth import Truth, recall
 
 import poincare_index as pi
 
-M = 16
+M = 16  # the peers' M
 EF_CONSTRUCTION = 200
 EF_SWEEP = (10, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 
@@ -110,12 +111,12 @@ class OursHNSW(Adapter):
     library = "poincare_index"
     truth = "poincare"
     sweep_values = EF_SWEEP
-    description = "pi.PoincareIndex(M=16, ef_construction=200), Poincaré distance"
+    description = f"pi.PoincareIndex(M={pi.index.DEFAULT_M}, ef_construction=200), Poincaré distance"
 
     def build(self, x: NDArray[np.float32], threads: int) -> None:
         self.n, self.dim, self.build_threads = x.shape[0], x.shape[1], threads
         self.index = pi.PoincareIndex(
-            x.shape[1], M=M, ef_construction=EF_CONSTRUCTION, seed=0, num_threads=threads
+            x.shape[1], ef_construction=EF_CONSTRUCTION, seed=0, num_threads=threads
         )
         self.index.add(x)
 

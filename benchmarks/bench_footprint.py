@@ -4,7 +4,8 @@ not flatter the next one's RSS).
 
 Per contender and size: build time, RSS added by the build (after ``malloc_trim``) per vector,
 and the analytic bytes per vector (ours: ``memory_usage()``, the allocated capacity of every
-array; the others: their layout, see adapters.py). M=16, efConstruction=200 for all.
+array; the others: their layout, see adapters.py). efConstruction=200 for all; M=16 for the
+peers, ours at its default (adapters.py).
 
     python benchmarks/bench_footprint.py [--dims 16 64] [--sizes 100000 1000000] [--threads 2]
 """

@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "errors.h"
-#include "huge_pages.h"
 #include "mappable_array.h"
 #include "mapped_file.h"
 
@@ -73,17 +72,15 @@ class Writer {
   std::vector<std::uint32_t> block_crcs_;
 };
 
-// A whole file's bytes read into memory: huge pages (huge_pages.h), not zeroed first (the read
-// fills every byte). A 1M-point index's files are ~500 MB: on 4 KiB pages their page faults
-// alone took longer than reading and checking them.
+// A whole file's bytes read into memory, not zeroed first (the read fills every byte): a
+// 1M-point index's files are ~500 MB, and fresh memory is what a full load spends most on.
+// Plain pages: the buffer is read once, in order, so huge pages would buy no TLB misses back.
 class FileBytes {
  public:
   FileBytes() = default;
   explicit FileBytes(std::size_t size)
-      : data_(size ? HugePageAllocator<unsigned char>().allocate(size) : nullptr), size_(size) {}
-  ~FileBytes() {
-    if (data_) HugePageAllocator<unsigned char>().deallocate(data_, size_);
-  }
+      : data_(size ? static_cast<unsigned char*>(::operator new(size)) : nullptr), size_(size) {}
+  ~FileBytes() { ::operator delete(data_); }
   FileBytes(FileBytes&& o) noexcept : data_(o.data_), size_(o.size_) {
     o.data_ = nullptr;
     o.size_ = 0;

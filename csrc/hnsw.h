@@ -173,11 +173,14 @@ class HnswGraph {
 
   // Throws FormatError if a link or level is out of range, a list overflows, a node links to
   // itself or twice to one node, a node above the top level is live or linked, or the entry
-  // point is wrong; returns counters otherwise (unreachable counts live nodes only). deleted:
-  // per node, nonzero when deleted (null: every node live).
+  // point is wrong; returns counters otherwise (all but unreachable and without_way_down, which
+  // a load does not need: count_unreachable). deleted: per node, nonzero when deleted (null:
+  // every node live).
   // with_level0 false: the upper levels and the entry point only (a fast open, whose level-0
   // lists are left in the mapped file until verify()).
   GraphStats check_integrity(const std::uint8_t* deleted = nullptr, bool with_level0 = true) const;
+  // The live nodes (deleted as above) a level-0 walk from the entry point cannot reach.
+  std::size_t count_unreachable(const std::uint8_t* deleted = nullptr) const;
 
   // Bytes held per structure (capacities), for memory_usage().
   void memory(std::vector<std::pair<std::string, std::size_t>>& out) const;

@@ -426,14 +426,18 @@ GraphStats HnswGraph::check_integrity(const std::uint8_t* deleted, bool with_lev
   }
   if (upper_words != upper_.size())
     throw FormatError("the upper link lists disagree with the levels in length");
-  if (!with_level0) return st;
-  // Reachability on level 0 from the entry point (breadth-first).
+  return st;
+}
+
+std::size_t HnswGraph::count_unreachable(const std::uint8_t* deleted) const {
+  const std::size_t n = nodes();
   std::vector<std::uint8_t> reached(n, 0);
   std::vector<std::uint32_t> queue;
   if (entry_ != kNone) flood_level0(entry_, reached, queue);
+  std::size_t unreachable = 0;
   for (std::size_t s = 0; s < n; ++s)
-    st.unreachable += !reached[s] && (deleted == nullptr || !deleted[s]);
-  return st;
+    unreachable += !reached[s] && (deleted == nullptr || !deleted[s]);
+  return unreachable;
 }
 
 }  // namespace poincare

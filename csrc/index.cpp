@@ -373,6 +373,7 @@ GraphStats HnswIndexCore::check_integrity() const {
   if (graph_->nodes() != storage_.slots())
     throw FormatError("graph and storage disagree on the number of points");
   GraphStats st = graph_->check_integrity(storage_.deleted_flags());
+  st.unreachable = graph_->count_unreachable(storage_.deleted_flags());
   st.without_way_down = graph_->without_way_down(storage_).size();
   return st;
 }
