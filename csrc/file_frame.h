@@ -137,20 +137,13 @@ class Reader {
     pos_ += n * sizeof(T);
     return v;
   }
-  // n elements copied into an owned big array (huge pages, no zeroing pass): the index's own
-  // arrays, read once.
+  // n elements copied once into an owned big array (huge pages, not zeroed first): the index's
+  // own arrays.
   template <typename T>
   MappableArray<T> get_big_array(std::size_t n) {
-    check_array<T>(n);
-    const T* p = reinterpret_cast<const T*>(base_ + pos_);
+    const T* p = view_array<T>(n);
     MappableArray<T> v;
-    if (pos_ % alignof(T) == 0) {
-      v.assign(p, p + n);
-    } else {  // unaligned in a buffer: element by element
-      v.resize(n);
-      if (n) std::memcpy(v.data(), base_ + pos_, n * sizeof(T));
-    }
-    pos_ += n * sizeof(T);
+    v.assign(p, p + n);
     return v;
   }
   // Steps over n elements (arrays recomputed from others on load).
@@ -159,7 +152,8 @@ class Reader {
     check_array<T>(n);
     pos_ += n * sizeof(T);
   }
-  // n elements in place (mapped files only; the payload is aligned for T where views are taken).
+  // n elements in place, valid while the Reader lives (the payload is aligned for T where views
+  // are taken).
   template <typename T>
   const T* view_array(std::size_t n) {
     check_array<T>(n);
