@@ -83,13 +83,14 @@ def child(mode: str, root: str) -> dict[str, float]:
     return out
 
 
-def build(n: int, dim: int, root: str) -> tuple[float, float]:
+def build(n: int, dim: int, M: int | None, root: str) -> tuple[float, float]:
     import poincare_index as pi
     from poincare_index.datasets import hierarchy
 
     npy = root + ".npy"
     np.save(npy, hierarchy(n, dim, seed=0).points)
-    index = pi.PoincareIndex(dim, M=16, ef_construction=200, num_threads=os.cpu_count())
+    links = {} if M is None else {"M": M}  # None: the index's default
+    index = pi.PoincareIndex(dim, ef_construction=200, num_threads=os.cpu_count(), **links)
     t = time.perf_counter()
     index.add_from(npy)
     built = time.perf_counter() - t
@@ -103,6 +104,7 @@ def build(n: int, dim: int, root: str) -> tuple[float, float]:
 DEFAULTS: dict[str, Any] = {
     "n": 1_000_000,
     "dim": 16,
+    "M": None,  # None: the index's default
     "dir": None,  # where the index is saved (kept for --reuse)
     "reuse": False,
     "runs": 3,  # timed runs per mode (after one warm-up)
@@ -121,7 +123,7 @@ def run(args: Params) -> int:
         tiny.add(np.full((10, args.dim), 0.01, dtype=np.float32) * np.arange(10)[:, None])
         tiny.save(args.dir + "_tiny")
     if not args.reuse:
-        built, saved = build(args.n, args.dim, args.dir)
+        built, saved = build(args.n, args.dim, args.M, args.dir)
         print(f"built {args.n} x {args.dim} in {built:.1f} s, saved in {saved:.1f} s", flush=True)
     manifest = json.load(open(os.path.join(args.dir, "manifest.json")))
     n, dim = int(manifest["ntotal"]), int(manifest["dim"])

@@ -26,7 +26,36 @@ const Tables& tables() {
   return tb;
 }
 
+constexpr std::uint32_t kPolynomial = 0xEDB88320u;  // reflected: bit 31 is x^0
+
+// a * b modulo the CRC polynomial, in the reflected bit order the CRC uses.
+std::uint32_t multiply_mod(std::uint32_t a, std::uint32_t b) {
+  std::uint32_t product = 0;
+  for (std::uint32_t bit = 1u << 31; bit != 0; bit >>= 1) {
+    if (a & bit) product ^= b;
+    b = (b & 1u) ? (b >> 1) ^ kPolynomial : b >> 1;
+  }
+  return product;
+}
+
+// x^(8 * bytes) modulo the polynomial: appending `bytes` zero bytes multiplies a CRC's state by
+// it. Square-and-multiply over the powers x^(2^k).
+std::uint32_t shift_by_bytes(std::size_t bytes) {
+  std::uint32_t result = 1u << 31;  // x^0
+  std::uint32_t power = 1u << 23;   // x^8: one byte
+  for (; bytes != 0; bytes >>= 1) {
+    if (bytes & 1) result = multiply_mod(power, result);
+    power = multiply_mod(power, power);
+  }
+  return result;
+}
+
 }  // namespace
+
+std::uint32_t crc32_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::size_t length_b) {
+  // The pre- and post-inversions of both CRCs cancel but for crc(A)'s state carried over B.
+  return multiply_mod(shift_by_bytes(length_b), crc_a) ^ crc_b;
+}
 
 std::uint32_t crc32_update(std::uint32_t crc, const void* data, std::size_t size) {
   const auto& t = tables().t;

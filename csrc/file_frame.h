@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +17,10 @@
 #include "errors.h"
 #include "mappable_array.h"
 #include "mapped_file.h"
+
+namespace poincare {
+class ThreadPool;
+}
 
 namespace poincare::format {
 
@@ -72,32 +77,25 @@ class Writer {
   std::vector<std::uint32_t> block_crcs_;
 };
 
-// A whole file's bytes read into memory, not zeroed first (the read fills every byte): a
-// 1M-point index's files are ~500 MB, and fresh memory is what a full load spends most on.
-// Plain pages: the buffer is read once, in order, so huge pages would buy no TLB misses back.
-class FileBytes {
+// A regular file open for reading at given offsets; closed with its owner.
+class FileHandle {
  public:
-  FileBytes() = default;
-  explicit FileBytes(std::size_t size)
-      : data_(size ? static_cast<unsigned char*>(::operator new(size)) : nullptr), size_(size) {}
-  ~FileBytes() { ::operator delete(data_); }
-  FileBytes(FileBytes&& o) noexcept : data_(o.data_), size_(o.size_) {
-    o.data_ = nullptr;
-    o.size_ = 0;
-  }
-  FileBytes& operator=(FileBytes&& o) noexcept {
-    std::swap(data_, o.data_);
-    std::swap(size_, o.size_);
-    return *this;
-  }
-  FileBytes(const FileBytes&) = delete;
-  FileBytes& operator=(const FileBytes&) = delete;
-  unsigned char* data() { return data_; }
-  const unsigned char* data() const { return data_; }
+  FileHandle() = default;
+  // Opens `path` (IoError when it cannot be opened, FormatError when it is not a regular file).
+  explicit FileHandle(const std::string& path);
+  ~FileHandle();
+  FileHandle(FileHandle&& o) noexcept;
+  FileHandle& operator=(FileHandle&& o) noexcept;
+  FileHandle(const FileHandle&) = delete;
+  FileHandle& operator=(const FileHandle&) = delete;
   std::size_t size() const { return size_; }
+  // Reads exactly n bytes at `offset` into dst; IoError when the read fails or the file ends
+  // first (it was cut short while being read).
+  void read_at(std::size_t offset, void* dst, std::size_t n) const;
 
  private:
-  unsigned char* data_ = nullptr;
+  std::string path_;
+  int fd_ = -1;
   std::size_t size_ = 0;
 };
 
@@ -111,11 +109,20 @@ struct BlockCheck {
   void verify_all() const { verify_range(0, covered); }
 };
 
-// Bounds-checked cursor over a file's payload (read into memory or mapped).
+// Bounds-checked cursor over a file's payload, read one of two ways:
+// - streamed (a full load): every piece is read from the file into the array it belongs to and
+//   checksummed on the way; expect_end() checks the CRC of every byte against the trailer, and a
+//   failure found before that reports a corrupted file as such (fail() checks the CRC first).
+//   No copy of the whole file is ever held: the big arrays are read straight into place, in
+//   parallel when given a pool.
+// - mapped (a fast open): the payload is a private mapping; the blocks are checked by the caller
+//   (BlockCheck) and views into it stay valid while the mapping lives.
 class Reader {
  public:
-  Reader(std::string path, FileBytes data, std::size_t end, std::uint32_t version);
-  Reader(std::string path, BlockCheck check, std::size_t end, std::uint32_t version);
+  Reader(std::string path, std::string what, FileHandle file, std::size_t end,
+         std::uint32_t version, std::uint32_t stored_crc, ThreadPool* pool);
+  Reader(std::string path, std::string what, BlockCheck check, std::size_t end,
+         std::uint32_t version);
   std::uint32_t version() const { return version_; }
   bool mapped() const { return check_.file != nullptr; }
   const BlockCheck& block_check() const { return check_; }
@@ -125,38 +132,37 @@ class Reader {
   T get() {
     T v;
     need(sizeof(T));
-    std::memcpy(&v, base_ + pos_, sizeof(T));
-    pos_ += sizeof(T);
+    take(&v, sizeof(T));
     return v;
   }
   template <typename T>
   std::vector<T> get_array(std::size_t n) {
     check_array<T>(n);
     std::vector<T> v(n);
-    if (n) std::memcpy(v.data(), base_ + pos_, n * sizeof(T));
-    pos_ += n * sizeof(T);
+    take(v.data(), n * sizeof(T));
     return v;
   }
-  // n elements copied once into an owned big array (huge pages, not zeroed first): the index's
-  // own arrays.
+  // n elements read once into an owned big array (the index's own arrays), in parallel pieces.
   template <typename T>
   MappableArray<T> get_big_array(std::size_t n) {
-    const T* p = view_array<T>(n);
+    check_array<T>(n);
     MappableArray<T> v;
-    v.assign(p, p + n);
+    v.resize_for_overwrite(n);
+    take_big(v.data(), n * sizeof(T));
     return v;
   }
-  // Steps over n elements (arrays recomputed from others on load).
+  // Steps over n elements (arrays recomputed from others on load; still checksummed).
   template <typename T>
   void skip_array(std::size_t n) {
     check_array<T>(n);
-    pos_ += n * sizeof(T);
+    skip(n * sizeof(T));
   }
-  // n elements in place, valid while the Reader lives (the payload is aligned for T where views
-  // are taken).
+  // n elements in place, valid while the mapping lives (mapped mode only; the payload is aligned
+  // for T where views are taken).
   template <typename T>
   const T* view_array(std::size_t n) {
     check_array<T>(n);
+    if (!mapped()) throw std::logic_error(path_ + ": view_array on a streamed file");
     if (pos_ % alignof(T) != 0) fail("misaligned array");
     const T* p = reinterpret_cast<const T*>(base_ + pos_);
     pos_ += n * sizeof(T);
@@ -165,15 +171,17 @@ class Reader {
   void skip_to_alignment(std::size_t a) {
     while (pos_ % a) {
       need(1);
-      ++pos_;
+      skip(1);
     }
   }
-  void expect_end() const {
-    if (pos_ != end_) fail(std::to_string(end_ - pos_) + " unexpected bytes before the trailer");
-  }
-  [[noreturn]] void fail(const std::string& why) const { throw FormatError(path_ + ": " + why); }
+  // The payload is consumed exactly; streamed, every byte's checksum is checked as well.
+  void expect_end();
+  // Throws FormatError: `why`, or, streamed, that the file is corrupted when its checksum says so.
+  [[noreturn]] void fail(const std::string& why) const;
 
  private:
+  friend Reader open_checked(const std::string& path, const char (&magic)[8], const char* what,
+                             ThreadPool* pool);
   template <typename T>
   void check_array(std::size_t n) const {
     if (n > (end_ - pos_) / sizeof(T))
@@ -182,17 +190,31 @@ class Reader {
   void need(std::size_t n) const {
     if (n > end_ - pos_) fail("unexpected end of data");
   }
+  // Copies n bytes at the cursor to dst and moves past them (streamed: reads and checksums).
+  void take(void* dst, std::size_t n);
+  // take() for a big array: pieces read and checksummed on the pool's threads.
+  void take_big(void* dst, std::size_t n);
+  void skip(std::size_t n);
+  // Streamed: whether the CRC of every byte before the trailer matches the stored one.
+  bool file_checksum_matches() const;
   std::string path_;
-  FileBytes data_;
+  std::string what_;
+  FileHandle file_;
+  ThreadPool* pool_ = nullptr;
+  std::uint32_t crc_ = 0;         // streamed: CRC of the bytes before pos_
+  std::uint32_t stored_crc_ = 0;  // streamed: the trailer's CRC
+  bool checked_ = false;          // streamed: the whole file's CRC was found to match
   BlockCheck check_;
-  const unsigned char* base_;
+  const unsigned char* base_ = nullptr;  // mapped: the file's bytes
   std::size_t end_;
   std::uint32_t version_;
   std::size_t pos_ = kPrefix;
 };
 
-// Reads the whole file and checks magic, version, size and the trailer's checksum.
-Reader open_checked(const std::string& path, const char (&magic)[8], const char* what);
+// Opens a file to be read streamed: checks magic, version and end marker now, and the checksum
+// of every byte as it is read (see Reader). `pool` (optional) reads the big arrays in parallel.
+Reader open_checked(const std::string& path, const char (&magic)[8], const char* what,
+                    ThreadPool* pool = nullptr);
 // Maps the file and checks magic, version, size and the block table's own checksum, not the
 // blocks (see BlockCheck). Files of version 1 have no table: they are read as open_checked does.
 Reader open_mapped(const std::string& path, const char (&magic)[8], const char* what);

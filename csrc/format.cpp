@@ -59,10 +59,10 @@ void write_vectors(const std::string& path, const VectorStorage& s) {
   w.finish();
 }
 
-LoadedVectors read_vectors(const std::string& path, bool mapped) {
+LoadedVectors read_vectors(const std::string& path, bool mapped, ThreadPool* pool) {
   if (!little_endian()) throw IoError("loading requires a little-endian machine");
   Reader r = mapped ? open_mapped(path, kVectorsMagic, "vectors")
-                    : open_checked(path, kVectorsMagic, "vectors");
+                    : open_checked(path, kVectorsMagic, "vectors", pool);
   const auto dim = r.get<std::uint64_t>();
   const auto curvature = r.get<double>();
   const auto n = r.get<std::uint64_t>();
@@ -146,10 +146,10 @@ void write_graph(const std::string& path, const HnswGraph& g) {
 }
 
 LoadedGraph read_graph(const std::string& path, std::size_t expected_nodes,
-                       const std::uint8_t* deleted, bool mapped) {
+                       const std::uint8_t* deleted, bool mapped, ThreadPool* pool) {
   if (!little_endian()) throw IoError("loading requires a little-endian machine");
-  Reader r =
-      mapped ? open_mapped(path, kGraphMagic, "graph") : open_checked(path, kGraphMagic, "graph");
+  Reader r = mapped ? open_mapped(path, kGraphMagic, "graph")
+                    : open_checked(path, kGraphMagic, "graph", pool);
   HnswParams p;
   p.M = static_cast<int>(r.get<std::uint32_t>());
   p.ef_construction = static_cast<int>(r.get<std::uint32_t>());

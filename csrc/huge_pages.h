@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <new>
+#include <utility>
 #include <vector>
 
 #if defined(__linux__)
@@ -43,6 +44,17 @@ struct HugePageAllocator {
       ::operator delete(p);
     else
       ::operator delete(p, std::align_val_t{kHugePage});
+  }
+  // An element constructed without a value is default-initialised, i.e. left as the memory
+  // holds it for the trivial types these arrays hold: a resize the caller overwrites next (a
+  // load reading a file into place) writes every byte once, not twice.
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
   }
   template <typename U>
   bool operator==(const HugePageAllocator<U>&) const noexcept {

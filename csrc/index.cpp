@@ -282,7 +282,8 @@ void IndexCore::verify_locked() {
   // The checks read every byte of the mapped files; searches need far fewer (with codes, not
   // the coordinates but their finalists' rows), so the pages are let go and come back from the
   // page cache as they are read. Nothing was written yet: writes verify first.
-  for (const format::BlockCheck& c : pending_checks_) c.file->release(c.file->data(), c.file->size());
+  for (const format::BlockCheck& c : pending_checks_)
+    c.file->release(c.file->data(), c.file->size());
   verified_ = true;
 }
 
@@ -299,7 +300,10 @@ FlatIndexCore::FlatIndexCore(std::size_t dim, double curvature, int num_threads)
 
 std::unique_ptr<FlatIndexCore> FlatIndexCore::load(const std::string& vectors_path, int num_threads,
                                                    bool mapped) {
-  format::LoadedVectors v = format::read_vectors(vectors_path, mapped);
+  if (num_threads < 1)
+    throw InvalidArgument("num_threads must be >= 1, got " + std::to_string(num_threads));
+  ThreadPool load_pool(num_threads);  // the index's own is made with the index, after the read
+  format::LoadedVectors v = format::read_vectors(vectors_path, mapped, &load_pool);
   if (v.storage.code_kind() != codes::CodeKind::kNone)
     throw FormatError(vectors_path + ": the vectors file holds " +
                       codes::kind_name(v.storage.code_kind()) +
@@ -332,17 +336,20 @@ std::size_t FlatIndexCore::fused_search_one(const FusedScorer& scorer, const Fus
 
 HnswIndexCore::HnswIndexCore(std::size_t dim, double curvature, const HnswParams& params,
                              int num_threads, codes::CodeKind code_kind)
-    : IndexCore(dim, curvature, num_threads, code_kind), graph_(std::make_unique<HnswGraph>(params)) {}
+    : IndexCore(dim, curvature, num_threads, code_kind),
+      graph_(std::make_unique<HnswGraph>(params)) {}
 
 std::unique_ptr<HnswIndexCore> HnswIndexCore::load(const std::string& vectors_path,
                                                    const std::string& graph_path, int num_threads,
                                                    bool mapped) {
-  format::LoadedVectors v = format::read_vectors(vectors_path, mapped);
-  format::LoadedGraph g =
-      format::read_graph(graph_path, v.storage.slots(), v.storage.deleted_flags(), mapped);
+  if (num_threads < 1)
+    throw InvalidArgument("num_threads must be >= 1, got " + std::to_string(num_threads));
+  ThreadPool load_pool(num_threads);  // the index's own is made with the index, after the read
+  format::LoadedVectors v = format::read_vectors(vectors_path, mapped, &load_pool);
+  format::LoadedGraph g = format::read_graph(graph_path, v.storage.slots(),
+                                             v.storage.deleted_flags(), mapped, &load_pool);
   auto idx = std::make_unique<HnswIndexCore>(v.storage.dim(), v.storage.curvature(),
-                                             g.graph->params(), num_threads,
-                                             v.storage.code_kind());
+                                             g.graph->params(), num_threads, v.storage.code_kind());
   idx->storage_ = std::move(v.storage);
   idx->graph_ = std::move(g.graph);
   for (format::BlockCheck* c : {&v.check, &g.check})

@@ -50,6 +50,12 @@ class MappableArray {
     owned_.resize(n, value);
     base_ = owned_.data();
   }
+  // Owned, n elements whose values the caller writes next (left uninitialised).
+  void resize_for_overwrite(std::size_t n) {
+    drop_mapping();
+    owned_.resize(n);
+    base_ = owned_.data();
+  }
   void reserve(std::size_t n) {
     own();
     owned_.reserve(n);
