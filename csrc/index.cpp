@@ -55,10 +55,20 @@ std::int64_t IndexCore::next_auto_id() const {
 }
 int IndexCore::num_threads() const { return pool_->size(); }
 
-void IndexCore::set_num_threads(int n) {
+namespace {
+
+// A pool of n threads, n checked as an index's num_threads is.
+std::unique_ptr<ThreadPool> checked_pool(int n) {
   if (n < 1) throw InvalidArgument("num_threads must be >= 1, got " + std::to_string(n));
+  return std::make_unique<ThreadPool>(n);
+}
+
+}  // namespace
+
+void IndexCore::set_num_threads(int n) {
+  auto pool = checked_pool(n);
   std::lock_guard<std::mutex> g(pool_mutex_);
-  pool_ = std::make_unique<ThreadPool>(n);
+  pool_ = std::move(pool);
 }
 
 template <typename Fn>
@@ -300,10 +310,8 @@ FlatIndexCore::FlatIndexCore(std::size_t dim, double curvature, int num_threads)
 
 std::unique_ptr<FlatIndexCore> FlatIndexCore::load(const std::string& vectors_path, int num_threads,
                                                    bool mapped) {
-  if (num_threads < 1)
-    throw InvalidArgument("num_threads must be >= 1, got " + std::to_string(num_threads));
-  ThreadPool load_pool(num_threads);  // the index's own is made with the index, after the read
-  format::LoadedVectors v = format::read_vectors(vectors_path, mapped, &load_pool);
+  const auto pool = checked_pool(num_threads);  // the read's; the index makes its own after it
+  format::LoadedVectors v = format::read_vectors(vectors_path, mapped, pool.get());
   if (v.storage.code_kind() != codes::CodeKind::kNone)
     throw FormatError(vectors_path + ": the vectors file holds " +
                       codes::kind_name(v.storage.code_kind()) +
@@ -342,12 +350,10 @@ HnswIndexCore::HnswIndexCore(std::size_t dim, double curvature, const HnswParams
 std::unique_ptr<HnswIndexCore> HnswIndexCore::load(const std::string& vectors_path,
                                                    const std::string& graph_path, int num_threads,
                                                    bool mapped) {
-  if (num_threads < 1)
-    throw InvalidArgument("num_threads must be >= 1, got " + std::to_string(num_threads));
-  ThreadPool load_pool(num_threads);  // the index's own is made with the index, after the read
-  format::LoadedVectors v = format::read_vectors(vectors_path, mapped, &load_pool);
+  const auto pool = checked_pool(num_threads);  // the read's; the index makes its own after it
+  format::LoadedVectors v = format::read_vectors(vectors_path, mapped, pool.get());
   format::LoadedGraph g = format::read_graph(graph_path, v.storage.slots(),
-                                             v.storage.deleted_flags(), mapped, &load_pool);
+                                             v.storage.deleted_flags(), mapped, pool.get());
   auto idx = std::make_unique<HnswIndexCore>(v.storage.dim(), v.storage.curvature(),
                                              g.graph->params(), num_threads, v.storage.code_kind());
   idx->storage_ = std::move(v.storage);
