@@ -22,7 +22,7 @@ opens a prefix, with a warning). A prefix opened without a word is a silent loss
 except a log cut exactly where a record ends (no reader can tell; counted apart).
 
     python tests/crash/crash_writers.py --kills 200 --json crash.json    # by hand
-    python tests/crash/crash_writers.py --kills 30                       # CI (.ci/run)
+    python tests/crash/crash_writers.py --kills 20                       # CI (.ci/run)
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ then a save (or a reader of the store) must give the same back, and the writer g
 round kills it; the parent reopens what is on disk and checks it against the journal (the
 acknowledged state, or that state plus the operation in flight), then starts a new writer.
 
-    python tests/crash/interrupt_writers.py --rounds 30               # CI (.ci/run)
+    python tests/crash/interrupt_writers.py --rounds 20               # CI (.ci/run)
     python tests/crash/interrupt_writers.py --rounds 1000 --json out.json   # by hand (BENCHMARKS.md)
 """
 

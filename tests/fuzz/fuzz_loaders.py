@@ -15,7 +15,7 @@ LogDamageError (and then ``recover=True`` opens a prefix, with a warning). A pre
 without a warning is a failure ("silent loss"), except a log cut exactly where a record ends,
 which no reader can tell from a writer that stopped there: counted apart as "undetectable_cut".
 
-    python tests/fuzz/fuzz_loaders.py --seconds 60                 # a short run (CI)
+    python tests/fuzz/fuzz_loaders.py --seconds 40                 # a short run (CI)
     python tests/fuzz/fuzz_loaders.py --execs 100000 --json r.json # the long run, by hand
     python tests/fuzz/fuzz_loaders.py --replay 1000000042          # one case, in this process
 """
