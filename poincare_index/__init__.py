@@ -27,7 +27,7 @@ from .decay import (
 )
 from .factory import index_factory
 from .faiss_surface import SearchParameters
-from .geometry import BALL_MARGIN, depth, distance, expmap0, logmap0, project
+from .geometry import BALL_MARGIN, depth, distance, expmap0, logmap0, mobius_add, project
 from .index import PoincareFlatIndex, PoincareIndex
 from .io import read_index, write_index
 from .scored import ScoredResults
@@ -65,6 +65,7 @@ __all__ = [
     "distance",
     "depth",
     "expmap0",
+    "mobius_add",
     "logmap0",
     "project",
     "BALL_MARGIN",

@@ -11,7 +11,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["BALL_MARGIN", "distance", "depth", "expmap0", "logmap0", "project", "at_depth"]
+__all__ = ["BALL_MARGIN", "distance", "depth", "expmap0", "logmap0", "mobius_add", "project", "at_depth"]
 
 #: Points with ``c|x|^2 >= 1 - BALL_MARGIN`` (in float64, after the float32 cast) are refused by
 #: the indexes. float32 can hold radii up to ``1 - 6e-8`` (``c|x|^2`` about ``1 - 1.2e-7``), so
@@ -101,6 +101,22 @@ def logmap0(x: ArrayLike, curvature: float = 1.0) -> NDArray[np.float64]:
     with np.errstate(invalid="ignore", divide="ignore"):
         scale = np.where(n > 0, np.arctanh(sc * n) / (sc * n), 1.0)
     return x64 * scale
+
+
+def mobius_add(u: ArrayLike, v: ArrayLike, curvature: float = 1.0) -> NDArray[np.float64]:
+    """Möbius addition ``u (+) v``: the isometry of the ball that takes the origin to ``u``,
+    applied to ``v``, so ``distance(u, u (+) v) == depth(v)``. ``u`` and ``v`` broadcast.
+
+    ``((1 + 2c<u,v> + c|v|^2) u + (1 - c|u|^2) v) / (1 + 2c<u,v> + c^2 |u|^2 |v|^2)``.
+    """
+    c = _curvature(curvature)
+    u64, v64 = _float64(u, "u"), _float64(v, "v")
+    su, sv = np.sum(u64 * u64, axis=-1), np.sum(v64 * v64, axis=-1)
+    _inside(su, c, "u")
+    _inside(sv, c, "v")
+    uv = np.sum(u64 * v64, axis=-1)
+    num = (1.0 + 2.0 * c * uv + c * sv)[..., None] * u64 + (1.0 - c * su)[..., None] * v64
+    return num / (1.0 + 2.0 * c * uv + c * c * su * sv)[..., None]
 
 
 def project(x: ArrayLike, eps: float = 1e-5, curvature: float = 1.0) -> NDArray[np.floating]:

@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 
 from ._core import IndexFormatError
 from ._validation import as_finite_float, as_positive_int
+from .geometry import BALL_MARGIN, distance, mobius_add
 
 if TYPE_CHECKING:
     from .index import PoincareIndex
@@ -73,8 +74,13 @@ FOUND_KINDS = ("stored", "near")
 FOUND_MISS_SHARE = 0.2
 # The offset kind's step, in units of the distance from the stored point to its nearest other.
 OFFSET_STEP = 1.25
-# Queries per kind; the recall@1 of 200 queries has a standard error of at most 0.015 at 0.95.
+# Queries per kind measured at every k; the recall@1 of 200 queries has a standard error of at
+# most 0.015 at 0.95.
 QUERIES_PER_KIND = 200
+# Queries of the found kinds measured at k = 1, where their answer is known without a scan (the
+# point itself; the source of a near query, see _near_queries): 500 hits in 500 bound the rate
+# at 0.998 (the Wilson bound, one standard error), what target 0.99 asks of stored points.
+FOUND_QUERIES_PER_KIND = 500
 # The table is refreshed once the points added and removed since it was measured reach this
 # share of the points it was measured on (so refreshing costs a bounded share of building).
 STALE_SHARE = 0.5
@@ -126,14 +132,15 @@ class RecallTable:
 
     ``recall[i, j, l]``: mean recall@``ks[j]`` of query kind ``QUERY_KINDS[i]`` at beam width
     ``efs[l]`` (NaN where ``efs[l] < ks[j]``); ``error``: the standard error of each mean (the
-    queries' spread over the square root of their number). ``points``: live points when
-    measured."""
+    queries' spread over the square root of their number); ``queries[i, j]``: how many queries
+    each mean of kind i at k ``ks[j]`` is over. ``points``: live points when measured."""
 
     points: int
     ks: tuple[int, ...]
     efs: tuple[int, ...]
     recall: NDArray[np.float64]
     error: NDArray[np.float64]
+    queries: NDArray[np.int64]
 
     def expected(self, k: int, ef: int) -> float:
         """The recall target a walk of width ``ef`` meets for the k best (see :meth:`meets`),
@@ -167,10 +174,13 @@ class RecallTable:
         """Per k and width, the largest target r met: every kind's recall@k reaches r, and the
         stored and near kinds find their own point first (recall@1) at 1 - FOUND_MISS_SHARE
         (1 - r) (0.99 for 0.95): a point the index holds is missed at most a fifth as often as
-        the target lets a held-out answer be missed. Each mean counts one standard error below
-        what was measured, so that a width is not chosen on a lucky sample. NaN where the width
-        is below k."""
+        the target lets a held-out answer be missed. Each measured rate counts one standard
+        error below what was measured, so that a width is not chosen on a lucky sample: a
+        recall@1 is a share of hits, bounded by Wilson's score interval (which, unlike the
+        sample's spread, stays below 1 when every query hit: 0.998 for 500 in 500); a recall@k
+        by its mean less its standard error. NaN where the width is below k."""
         low = self.recall - self.error
+        low[:, 0, :] = _wilson_lower(self.recall[:, 0, :], self.queries[:, 0, None])  # ks[0] is 1
         found = [QUERY_KINDS.index(kind) for kind in FOUND_KINDS]
         first = 1.0 - (1.0 - low[found, 0, :].min(axis=0)) / FOUND_MISS_SHARE  # ks[0] is 1
         return np.clip(np.minimum(low.min(axis=0), first[None, :]), 0.0, 1.0)
@@ -197,6 +207,7 @@ class RecallTable:
             "efs": list(self.efs),
             "recall": _nested(self.recall),
             "error": _nested(self.error),
+            "queries": self.queries.tolist(),
         }
 
     @classmethod
@@ -218,7 +229,29 @@ class RecallTable:
         )
         if not np.array_equal(np.isnan(recall), np.isnan(error)):
             raise IndexFormatError(f"{where}: recall table recall and error must be null at the same places")
-        return cls(points, ks, efs, recall, error)
+        # Tables saved before the count was kept measured every mean over the same sample.
+        queries = entry.get("queries", [[min(QUERIES_PER_KIND, points)] * len(ks)] * len(QUERY_KINDS))
+        return cls(points, ks, efs, recall, error, _query_counts(queries, shape[:2], where))
+
+
+def _wilson_lower(share: NDArray[np.float64], count: NDArray[np.int64]) -> NDArray[np.float64]:
+    """The lower end of Wilson's score interval one standard error wide, for a share of hits
+    ``share`` among ``count`` trials."""
+    z2 = 1.0 / count
+    spread = np.sqrt(share * (1.0 - share) * z2 + z2 * z2 / 4.0)
+    return (share + z2 / 2.0 - spread) / (1.0 + z2)
+
+
+def _query_counts(value: Any, shape: tuple[int, ...], where: str) -> NDArray[np.int64]:
+    """A saved table's query counts: positive integers shaped ``shape``; IndexFormatError otherwise."""
+    if (
+        not isinstance(value, list)
+        or len(value) != shape[0]
+        or any(not isinstance(row, list) or len(row) != shape[1] for row in value)
+        or any(type(v) is not int or not 1 <= v < 2**31 for row in value for v in row)
+    ):
+        raise IndexFormatError(f"{where}: recall table queries must be positive integers shaped {shape}")
+    return np.array(value, dtype=np.int64)
 
 
 def _nested(values: NDArray[np.float64]) -> list[Any]:
@@ -279,42 +312,106 @@ def calibrate(index: PoincareIndex, *, queries_per_kind: int = QUERIES_PER_KIND)
         return None
     index.verify()
     rng = np.random.default_rng([index.seed, n])
-    m = min(queries_per_kind, n)
-    sample = np.sort(rng.choice(n, size=m, replace=False))
-    stored = index.reconstruct_batch(live_ids[sample]).astype(np.float64)
+    found = min(FOUND_QUERIES_PER_KIND, n)
+    m = min(queries_per_kind, found)  # the first m of the found kinds' queries are measured at every k
+    sources = live_ids[rng.choice(n, size=found, replace=False)]
+    stored = index.reconstruct_batch(sources).astype(np.float64)
     ks = tuple(k for k in CALIBRATION_KS if k <= n)
-    _, i_self = index._exact_search(stored, 2)  # itself (or a duplicate) and its nearest other
-    # Near: a step a quarter of the way to the nearest other point, in any direction. Offset (the
-    # held-out stand-in): a step 1.25 times that far, so its nearest point lies about as far as a
-    # fresh draw's would and everything else farther (docs/recall.md: midpoints of neighbours,
-    # the obvious stand-in, measured far easier than held-out queries on spread data).
-    nearest = index.reconstruct_batch(i_self[:, 1]).astype(np.float64)
-    gap = np.linalg.norm(stored - nearest, axis=1)[:, None]
-    near = _inside_ball(stored + 0.25 * gap * _directions(rng, stored.shape), index.curvature)
-    offset = _inside_ball(stored + OFFSET_STEP * gap * _directions(rng, stored.shape), index.curvature)
+    # The stored queries' exact answers: the first m's every k, the rest's nearest two (itself or
+    # a duplicate, and its nearest other, which the near query's step needs).
+    truth_stored, i_stored = index._exact_search(stored[:m], max(ks))
+    i_nearest = i_stored[:, 1]
+    if found > m:
+        i_nearest = np.concatenate([i_nearest, index._exact_search(stored[m:], 2)[1][:, 1]])
+    nearest = index.reconstruct_batch(i_nearest).astype(np.float64)
+    near, near_d = _near_queries(stored, nearest, rng, index.curvature)
+    # Offset (the held-out stand-in): a step 1.25 times the distance to the nearest other point,
+    # in any direction, so its nearest point lies about as far as a fresh draw's would and
+    # everything else farther (docs/recall.md: midpoints of neighbours, the obvious stand-in,
+    # measured far easier than held-out queries on spread data).
+    gap = np.linalg.norm(stored[:m] - nearest[:m], axis=1)[:, None]
+    step = OFFSET_STEP * gap * _directions(rng, (m, stored.shape[1]))
+    offset = _inside_ball(stored[:m] + step, index.curvature)
     queries = np.concatenate([stored, near, offset]).astype(np.float32)
-    truth_d, _ = index._exact_search(queries, max(ks))
+    scanned = np.r_[0:m, found : found + m, 2 * found : 2 * found + m]  # the queries with every k's truth
+    truth_d = np.concatenate([truth_stored, index._exact_search(queries[scanned[m:]], max(ks))[0]])
+    first = _FirstAnswers(np.tile(sources, 2), np.concatenate([np.zeros(found), near_d]), m)
+    counts = np.full((len(QUERY_KINDS), len(ks)), m, dtype=np.int64)
+    counts[: len(FOUND_KINDS), 0] = found
     recall = np.full((len(QUERY_KINDS), len(ks), len(CALIBRATION_EFS)), np.nan)
     error = recall.copy()
     for col, ef in enumerate(CALIBRATION_EFS):
         k_run = max(k for k in ks if k <= ef) if ef >= ks[0] else ks[0]
-        d, _ = index._walk_search(queries, k_run, ef)
+        # Once every found-kind query found its first answer, wider beams walk only the first m
+        # of each kind (the rest are taken to keep finding theirs, as the stop below assumes).
+        walked = scanned if first.all_found else np.arange(len(queries))
+        d, i = index._walk_search(queries[walked], k_run, ef)
+        at_scanned = slice(None) if first.all_found else scanned
         for j, k in enumerate(ks):
             if k > k_run:
                 continue
-            # A result counts when it is no farther than the exact k-th (ties and duplicates count
-            # once each, whichever id the walk returned); float32 distances against float64 truth.
-            kth = truth_d[:, k - 1 : k] * (1.0 + 1e-5) + 1e-6
-            hit = (np.minimum((d[:, :k] <= kth).sum(axis=1), k) / k).reshape(len(QUERY_KINDS), m)
-            recall[:, j, col] = hit.mean(axis=1)
-            error[:, j, col] = hit.std(axis=1) / math.sqrt(m)
+            hit = _hits(d[at_scanned, :k], truth_d[:, k - 1]).reshape(len(QUERY_KINDS), m)
+            recall[:, j, col], error[:, j, col] = hit.mean(axis=1), hit.std(axis=1) / math.sqrt(m)
+        hit = first.measure(d[: len(walked) - m, 0], i[: len(walked) - m, 0]).reshape(len(FOUND_KINDS), found)
+        recall[: len(FOUND_KINDS), 0, col] = hit.mean(axis=1)
+        error[: len(FOUND_KINDS), 0, col] = hit.std(axis=1) / math.sqrt(found)
         # Wider beams measure the same once this one holds every point or already finds every
         # answer of every query (what remains would cost most of the measuring).
         if ef >= n or np.nanmin(recall[:, :, col]) >= 1.0:
             recall[:, :, col + 1 :] = recall[:, :, col : col + 1]
             error[:, :, col + 1 :] = error[:, :, col : col + 1]
             break
-    return RecallTable(n, ks, CALIBRATION_EFS, recall, error)
+    return RecallTable(n, ks, CALIBRATION_EFS, recall, error, counts)
+
+
+class _FirstAnswers:
+    """The found kinds' first answers, known without a scan (``ids``: the point itself or a near
+    query's source; ``distances`` to it), checked against the walks' first results: by the
+    first ``m`` of each kind alone once every query found its answer at a narrower width."""
+
+    def __init__(self, ids: NDArray[np.int64], distances: NDArray[np.float64], m: int) -> None:
+        self.ids, self.distances, self.all_found = ids, distances, False
+        found = len(ids) // len(FOUND_KINDS)
+        self.first_m = np.concatenate([np.arange(m) + kind * found for kind in range(len(FOUND_KINDS))])
+
+    def measure(self, d: NDArray[Any], i: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Per found-kind query, 1.0 where the walk's first result (``d``, ``i``: every query's,
+        or the first m of each kind's once all were found) is its answer or a point as near."""
+        rows = self.first_m if self.all_found else slice(None)
+        hit = np.ones(len(self.ids))
+        hit[rows] = (i == self.ids[rows]) | (_hits(d[:, None], self.distances[rows]) > 0)
+        self.all_found = self.all_found or bool(hit.all())
+        return hit
+
+
+def _hits(d: NDArray[Any], kth: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Recall@k of each row of walk distances ``d`` (n, k) against the exact k-th distance: a
+    result counts when it is no farther (ties and duplicates count once each, whichever id the
+    walk returned; float32 distances against float64 truth)."""
+    bound = kth[:, None] * (1.0 + 1e-5) + 1e-6
+    return np.minimum((d <= bound).sum(axis=1), d.shape[1]) / d.shape[1]
+
+
+def _near_queries(
+    stored: NDArray[np.float64], nearest: NDArray[np.float64], rng: np.random.Generator, curvature: float
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Queries a small step from stored points whose exact nearest is known without a scan, and
+    their distances to it: each stored point moved in any direction by a quarter of the Poincaré
+    distance to its nearest other point. By the triangle inequality every other point then lies
+    at least three quarters of that distance from the query, so the stored point is its nearest.
+    A row where rounding to float32 would void that (a point with a duplicate, or whose nearest
+    is within float32's resolution) queries the stored point itself."""
+    gap = distance(stored, nearest, curvature)
+    # A Möbius translation by the stored point is an isometry taking the origin to it, so a
+    # step of Poincaré length L from it is the translation of a point at depth L.
+    sc = math.sqrt(curvature)
+    step = (np.tanh(sc * gap / 8.0) / sc)[:, None] * _directions(rng, stored.shape)
+    near = mobius_add(stored, step, curvature).astype(np.float32).astype(np.float64)
+    inside = np.sum(near * near, axis=1) * curvature < 1.0 - BALL_MARGIN  # what the index accepts
+    near = np.where(inside[:, None], near, stored)
+    near_d = distance(near, stored, curvature)
+    provable = near_d < 0.5 * gap
+    return np.where(provable[:, None], near, stored), np.where(provable, near_d, 0.0)
 
 
 def _directions(rng: np.random.Generator, shape: tuple[int, ...]) -> NDArray[np.float64]:

@@ -49,6 +49,16 @@ def test_mobius_isometry_invariance(a, u, v):
 
 
 @settings(max_examples=100, deadline=None, derandomize=True)
+@given(ball_points(max_norm=0.99), ball_points(max_norm=0.9), st.sampled_from([0.5, 1.0, 3.0]))
+def test_the_package_mobius_add_is_the_translation_taking_the_origin_to_u(u, v, c):
+    sc = math.sqrt(c)
+    got = pi.mobius_add(u / sc, v / sc, curvature=c)
+    np.testing.assert_allclose(got, mobius_add(u, v) / sc, rtol=1e-9, atol=1e-12)
+    moved = pi.distance(u / sc, got, curvature=c)
+    assert moved == pytest.approx(pi.depth(v / sc, curvature=c), rel=1e-6, abs=1e-9)
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(arrays(np.float64, DIM, elements=st.floats(-3, 3, allow_nan=False)))
 def test_expmap_logmap_inverse_and_depth(v):
     x = pi.expmap0(v)

@@ -17,7 +17,13 @@ import poincare_index as pi
 from poincare_index import IndexFormatError
 from poincare_index._durable import json_checksum
 from poincare_index.decay import HalfLife
-from poincare_index.recall import QUERY_KINDS, RecallTable
+from poincare_index.recall import (
+    FOUND_QUERIES_PER_KIND,
+    QUERIES_PER_KIND,
+    QUERY_KINDS,
+    RecallTable,
+    _near_queries,
+)
 
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 
@@ -176,6 +182,9 @@ def _rewrite_manifest(path, change):
         lambda m: m["params"]["recall_table"]["error"][1][1].__setitem__(0, None),
         lambda m: m["params"]["recall_table"].__setitem__("ks", [3, 10]),
         lambda m: m["params"]["recall_table"].pop("error"),
+        lambda m: m["params"]["recall_table"].__setitem__("queries", [[500]]),
+        lambda m: m["params"]["recall_table"]["queries"][0].__setitem__(0, 0),
+        lambda m: m["params"]["recall_table"]["queries"][2].__setitem__(1, 2.5),
         lambda m: m["params"].__setitem__("recall_changes", -1),
         lambda m: m["params"].__setitem__("recall_target", 0),
         lambda m: m["params"].__setitem__("recall_table", [1, 2]),
@@ -202,6 +211,85 @@ def test_a_manifest_from_before_the_target_keeps_its_fixed_width(gauss, tmp_path
     _rewrite_manifest(tmp_path / "i", as_before)
     loaded = pi.PoincareIndex.load(tmp_path / "i")
     assert loaded.ef_search == 64 and loaded.recall_target == 0.95 and loaded._calibration is None
+
+
+def test_a_table_saved_before_the_query_counts_reads_them_as_one_sample(gauss, tmp_path):
+    index, *_ = gauss
+    index.save(tmp_path / "i")
+    _rewrite_manifest(tmp_path / "i", lambda m: m["params"]["recall_table"].pop("queries"))
+    table = pi.PoincareIndex.load(tmp_path / "i").recall_table
+    assert np.all(table.queries == QUERIES_PER_KIND)
+
+
+def test_the_found_kinds_first_answers_are_measured_on_the_larger_sample(gauss):
+    index, *_ = gauss
+    table = index.recall_table
+    assert table.queries.shape == (len(QUERY_KINDS), len(table.ks))
+    assert np.all(table.queries[:2, 0] == FOUND_QUERIES_PER_KIND)
+    assert np.all(table.queries[:, 1:] == QUERIES_PER_KIND) and table.queries[2, 0] == QUERIES_PER_KIND
+
+
+def test_the_table_s_stored_rate_is_what_a_search_of_stored_points_finds():
+    """The stored kind's recall@1 (500 queries, the answer known without a scan, the wide
+    widths walked on a subsample once every query was found) against 2,000 stored points
+    searched directly, on a graph that misses many (the second order off: docs/graph_walk.md):
+    within three standard errors of the two at every width."""
+    base = member("uniform_ball", 3000, 64, seed=12)
+    index = pi.PoincareIndex(64, num_threads=1)
+    index._set_graph_switches(second_order=False)
+    index.add(base, t=NOW)
+    table = index.recall_table
+    rows = np.random.default_rng(12).choice(len(base), 2000, replace=False)
+    missed = 0
+    for col, ef in list(enumerate(table.efs))[::3]:
+        _, I = index.search(base[rows], 1, ef=ef)
+        direct, measured = float(np.mean(I[:, 0] == rows)), table.recall[0, 0, col]
+        p = min(max(direct, measured), 1 - 1e-3)
+        assert abs(direct - measured) <= 3 * math.sqrt(p * (1 - p) * (1 / 500 + 1 / 3000)), (
+            ef,
+            direct,
+            measured,
+        )
+        missed += direct < 0.99
+    assert missed >= 3  # widths that miss were compared, not only the trivial ones
+
+
+def _table(first_found: float, found: int) -> RecallTable:
+    """A table where every mean is 1 but the found kinds' recall@1, ``first_found`` of ``found``."""
+    efs = (10, 20, 40)
+    recall = np.ones((len(QUERY_KINDS), 2, len(efs)))
+    recall[:2, 0, :] = first_found
+    error = np.zeros_like(recall)
+    queries = np.array([[found, 200], [found, 200], [200, 200]])
+    return RecallTable(10_000, (1, 10), efs, recall, error, queries)
+
+
+def test_a_first_answer_is_trusted_only_as_far_as_its_sample_proves():
+    # Wilson's bound, one standard error: 500 hits in 500 prove 0.998 (what target 0.99 asks of
+    # stored points), 200 in 200 only 0.995; 499 in 500 prove 0.995 (enough for 0.95).
+    assert _table(1.0, 500).ef_for(0.99, 10) == 10
+    assert _table(1.0, 200).ef_for(0.99, 10) is None
+    assert _table(499 / 500, 500).ef_for(0.99, 10) is None
+    assert _table(499 / 500, 500).ef_for(0.95, 10) == 10
+    assert _table(199 / 200, 200).ef_for(0.95, 10) is None  # one standard error of the spread said yes
+    np.testing.assert_allclose(_table(1.0, 500).meets()[0, 0], 1 - (1 - 500 / 501) / 0.2)
+
+
+@pytest.mark.parametrize("name, dim", [("gauss-s0.15", 32), ("uniform_radius", 16), ("tree-b4", 8)])
+def test_a_near_query_s_known_nearest_is_its_exact_nearest(name, dim):
+    """The near kind's first answer is taken as known, not scanned: check it against a float64
+    brute force, duplicates and points at the ball's edge included."""
+    x = member(name, 3000, dim, seed=8)
+    x = np.concatenate([x, x[:40]])  # 40 points with a duplicate
+    rows = np.arange(0, 600, 2)
+    _, nn = brute_force(x, x[rows], 2)
+    nearest = x[np.where(nn[:, 0] == rows, nn[:, 1], nn[:, 0])]
+    near, near_d = _near_queries(
+        x[rows].astype(np.float64), nearest.astype(np.float64), np.random.default_rng(9), 1.0
+    )
+    truth_d, _ = brute_force(x, near.astype(np.float32), 1)
+    np.testing.assert_allclose(near_d, truth_d[:, 0], rtol=1e-7, atol=1e-9)
+    assert np.all(near_d[rows >= 40] > 0) and np.all(near_d[rows < 40] == 0)
 
 
 def test_a_small_add_keeps_the_table_and_growth_refreshes_it():
