@@ -279,7 +279,7 @@ DEFAULTS: dict[str, Any] = {
         "ours"
     ],  # engines to run on each member (default: ours); hnswlib is scored against L2 truth
     "target": 0.95,  # recall@10 of the QPS summary
-    "switch": [],  # NAME=on|off: second_order, cover_rule, reachability, ways_down, ways_in
+    "switch": [],  # NAME=on|off: second_order, cover_rule, reachability, ways_down, ways_in, refill_yields
     "out": os.path.join(HERE, "results", "families.json"),
 }
 

@@ -364,22 +364,25 @@ PYBIND11_MODULE(_core, m) {
              d["reachability"] = w.reachability;
              d["ways_down"] = w.ways_down;
              d["ways_in"] = w.ways_in;
+             d["refill_yields"] = w.refill_yields;
              return d;
            })
       .def(
           "set_graph_switches",
           [](HnswIndexCore& s, bool second_order, bool cover_rule, bool reachability,
-             bool ways_down, bool ways_in) {
+             bool ways_down, bool ways_in, bool refill_yields) {
             GraphSwitches w;
             w.second_order = second_order;
             w.cover_rule = cover_rule;
             w.reachability = reachability;
             w.ways_down = ways_down;
             w.ways_in = ways_in;
+            w.refill_yields = refill_yields;
             s.set_graph_switches(w);
           },
           py::arg("second_order"), py::arg("cover_rule"), py::arg("reachability"),
-          py::arg("ways_down"), py::arg("ways_in"), py::call_guard<py::gil_scoped_release>())
+          py::arg("ways_down"), py::arg("ways_in"), py::arg("refill_yields"),
+          py::call_guard<py::gil_scoped_release>())
       .def("check_integrity", [](const HnswIndexCore& s) {
         const GraphStats st = s.check_integrity();
         py::dict d;

@@ -28,7 +28,9 @@ namespace poincare::format {
 // repair slots in every list: its graph files are still read, and converted), the rank factors
 // in the vectors file, and the block table. Version 3: the vectors file names its code kind and
 // holds the code rows after the rank factors (codes.h); graph files are as in version 2.
-constexpr std::uint32_t kVersion = 3;
+// Version 4: the graph file ends with where each level-0 list's refill begins (HnswGraph::
+// refill_start; earlier graphs load without a refill); vectors files are as in version 3.
+constexpr std::uint32_t kVersion = 4;
 constexpr std::uint32_t kOldestVersion = 1;
 constexpr std::size_t kPrefix = 16;  // magic, version, header size
 constexpr std::size_t kTrailer = 8;  // crc32, end magic

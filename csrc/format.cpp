@@ -142,6 +142,8 @@ void write_graph(const std::string& path, const HnswGraph& g) {
   const std::vector<std::uint32_t> sources = g.repair_source_pairs();
   w.put<std::uint64_t>(sources.size() / 2);
   w.put_array(sources.data(), sources.size());
+  const std::vector<std::uint16_t> refill = g.refill_starts();
+  w.put_array(refill.data(), refill.size());
   w.finish();
 }
 
@@ -213,6 +215,9 @@ LoadedGraph read_graph(const std::string& path, std::size_t expected_nodes,
     if (n_sources > n) r.fail("more repair sources than nodes");
     sources = r.get_array<std::uint32_t>(2 * n_sources);
   }
+  // Version 4: where each level-0 list's refill begins (earlier: no list has one).
+  std::vector<std::uint16_t> refill;
+  if (r.version() >= 4) refill = r.get_array<std::uint16_t>(n);
   r.expect_end();
   if (r.mapped()) {
     // Levels, relocated and upper lists and sources are copied out; only level 0 stays mapped.
@@ -226,6 +231,7 @@ LoadedGraph read_graph(const std::string& path, std::size_t expected_nodes,
     g = HnswGraph::restore(p, std::move(levels), std::move(level0), std::move(relocated),
                            std::move(upper), entry, max_level, !r.mapped());
     g->restore_repair_sources(sources);
+    if (r.version() >= 4) g->restore_refill_starts(std::move(refill));
     if (r.mapped()) {  // level 0 is checked by verify(); what was read, now
       g->check_integrity(deleted, /*with_level0=*/false);
       return {std::move(g), r.block_check()};

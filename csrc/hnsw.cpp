@@ -57,6 +57,7 @@ void HnswGraph::grow(std::size_t n) {
   level0_.resize(n * level0_stride(), 0);
   repair_backups_.resize((n - std::min(n, backups_base_)) * kRepairBackups, kNone);
   repair_source_.resize(n);
+  refill_start_.resize(n, kNoRefill);
   for (std::size_t s = old; s < n; ++s) {
     const int lv = draw_level(static_cast<std::uint32_t>(s));
     levels_[s] = static_cast<std::int8_t>(lv);
@@ -132,14 +133,15 @@ std::uint32_t HnswGraph::connect(const VectorStorage& storage, std::uint32_t slo
   std::uint32_t* backups = level == 0 ? backups_of(slot) : nullptr;
   // At level 0 the nearest candidates the heuristic passes over are kept as cheap in-link
   // sources for the connectivity repair.
-  select_neighbors(storage, slot, selected, static_cast<std::size_t>(params_.M), backups,
-                   kRepairBackups);
+  const std::size_t chosen = select_neighbors(
+      storage, slot, selected, static_cast<std::size_t>(params_.M), backups, kRepairBackups);
   const std::size_t cap = max_links(level);
   {
     std::lock_guard<SpinLock> g(lock_of(slot));
     std::uint32_t* l = links_at(slot, level);
     for (std::size_t i = 0; i < selected.size(); ++i) store_relaxed(l + 1 + i, selected[i].second);
     store_relaxed(l, static_cast<std::uint32_t>(selected.size()));
+    if (level == 0) set_refill_start(slot, chosen);
   }
   const std::size_t row_bytes = storage.dim() * sizeof(float);
   auto& pruned = scratch.pruned;
@@ -151,10 +153,18 @@ std::uint32_t HnswGraph::connect(const VectorStorage& storage, std::uint32_t slo
     const std::uint32_t count = l[0];
     if (std::find(l + 1, l + 1 + count, slot) != l + 1 + count) continue;
     if (count < cap) {
-      store_relaxed(l + 1 + count, slot);
-      store_relaxed(l, count + 1);
+      if (level == 0) {
+        add_before_refill(n, l, slot);
+      } else {
+        store_relaxed(l + 1 + count, slot);
+        store_relaxed(l, count + 1);
+      }
       continue;
     }
+    // A full level-0 list gives up its farthest refill link before it is re-selected: the
+    // refill only fills the list up, and re-selecting it for every link added back is most of
+    // what a build spends on neighbour selection (docs/graph_walk.md).
+    if (level == 0 && switches_.refill_yields && replace_refill(n, l, slot)) continue;
     // Full list: re-select among the old links and the new node with the same heuristic.
     old_links.assign(l + 1, l + 1 + count);
     for (const std::uint32_t o : old_links) prefetch_row(storage.vector(o), row_bytes);
@@ -172,20 +182,54 @@ std::uint32_t HnswGraph::connect(const VectorStorage& storage, std::uint32_t slo
     if (level == 0)
       for (const std::uint32_t o : old_links) n_repair += repair_source_.get(o) == n;
     const std::size_t n_select = std::min(cap, limit - std::min(limit, n_repair));
-    select_neighbors(storage, n, pruned, n_select);
+    std::size_t chosen_n = select_neighbors(storage, n, pruned, n_select);
     if (level == 0) {
+      // The repair's links go ahead of the refill (its nearest are not worth more).
       for (const std::uint32_t o : old_links) {
         if (pruned.size() >= limit) break;
         if (repair_source_.get(o) != n) continue;
         bool kept = false;
         for (const Candidate& c2 : pruned) kept = kept || c2.second == o;
-        if (!kept) pruned.push_back({0.0f, o});
+        if (!kept)
+          pruned.insert(pruned.begin() + static_cast<std::ptrdiff_t>(chosen_n++),
+                        Candidate{0.0f, o});
       }
     }
     for (std::size_t j = 0; j < pruned.size(); ++j) store_relaxed(l + 1 + j, pruned[j].second);
     store_relaxed(l, static_cast<std::uint32_t>(pruned.size()));
+    if (level == 0) set_refill_start(n, chosen_n);
   }
   return selected.empty() ? kNone : selected.front().second;
+}
+
+void HnswGraph::add_before_refill(std::uint32_t from, std::uint32_t* l, std::uint32_t to) {
+  const std::uint32_t count = l[0];
+  const std::size_t start = refill_start(from, l);
+  // The refill moves one place on, keeping its order (nearest first).
+  for (std::size_t i = count; i > start; --i) store_relaxed(l + 1 + i, l[i]);
+  store_relaxed(l + 1 + start, to);
+  store_relaxed(l, count + 1);
+  set_refill_start(from, start + 1);
+}
+
+bool HnswGraph::replace_refill(std::uint32_t from, std::uint32_t* l, std::uint32_t to) {
+  const std::uint32_t count = l[0];
+  const std::size_t start = refill_start(from, l);
+  if (start >= count) return false;
+  // The farthest refill link (the last) drops out; the rest of the refill moves one place on.
+  for (std::size_t i = count - 1; i > start; --i) store_relaxed(l + 1 + i, l[i]);
+  store_relaxed(l + 1 + start, to);
+  set_refill_start(from, start + 1);
+  return true;
+}
+
+void HnswGraph::move_before_refill(std::uint32_t from, std::uint32_t* l, std::size_t position) {
+  const std::size_t start = refill_start(from, l);
+  if (position <= start) return;
+  const std::uint32_t link = l[position];
+  for (std::size_t i = position; i > start + 1; --i) l[i] = l[i - 1];
+  l[start + 1] = link;
+  set_refill_start(from, start + 1);
 }
 
 std::uint32_t HnswGraph::descend(const VectorStorage& storage, const float* q,
@@ -285,6 +329,7 @@ void HnswGraph::memory(std::vector<std::pair<std::string, std::size_t>>& out) co
                                           sizeof(std::uint32_t) +
                                       upper_mask_.capacity() * sizeof(std::uint64_t));
   out.emplace_back("levels", levels_.capacity());
+  out.emplace_back("refill_start", refill_start_.capacity() * sizeof(std::uint16_t));
   out.emplace_back("repair",
                    repair_backups_.capacity() * sizeof(std::uint32_t) + repair_source_.bytes());
   out.emplace_back("node_locks", kLockStripes * sizeof(SpinLock));
@@ -320,6 +365,7 @@ std::unique_ptr<HnswGraph> HnswGraph::restore(const HnswParams& params,
   }
   g->level0_ = std::move(level0);
   g->relocated_ = std::move(relocated);
+  g->refill_start_.assign(n, kNoRefill);  // files do not record it: no list has a refill
   if (check_heads) g->validate_heads();
   g->upper_ = std::move(upper);
   g->entry_ = entry;
@@ -346,6 +392,22 @@ std::vector<std::uint32_t> HnswGraph::repair_source_pairs() const {
     sorted.push_back(out[2 * i + 1]);
   }
   return sorted;
+}
+
+std::vector<std::uint16_t> HnswGraph::refill_starts() const {
+  std::vector<std::uint16_t> out(nodes());
+  for (std::size_t s = 0; s < out.size(); ++s) {
+    const auto slot = static_cast<std::uint32_t>(s);
+    out[s] = static_cast<std::uint16_t>(refill_start(slot, level0_list(slot)));
+  }
+  return out;
+}
+
+void HnswGraph::restore_refill_starts(std::vector<std::uint16_t> starts) {
+  if (starts.size() != nodes())
+    throw FormatError("refill starts for " + std::to_string(starts.size()) + " nodes, not " +
+                      std::to_string(nodes()));
+  refill_start_ = std::move(starts);
 }
 
 void HnswGraph::restore_repair_sources(const std::vector<std::uint32_t>& pairs) {

@@ -49,6 +49,10 @@ struct GraphSwitches {
   bool ways_down = true;
   // every node linked from where a search for its own coordinates ends (link_unfound).
   bool ways_in = true;
+  // A link added back to a full level-0 list takes the place of the list's farthest refill
+  // link (see HnswGraph::refill_start) instead of re-selecting the list; a list is re-selected
+  // only once no refill is left.
+  bool refill_yields = true;
 };
 
 // Counters of a structural check (see HnswGraph::check_integrity).
@@ -246,6 +250,14 @@ class HnswGraph {
     else
       hnsw_detail::prefetch_row(links_at(slot, level), upper_stride() * sizeof(std::uint32_t));
   }
+  // Where the refill of `slot`'s level-0 list `l` begins: a list holds the links the heuristic
+  // chose, the links added back and the repair's links first, then its refill (the nearest
+  // candidates the heuristic passed over, which fill a re-selected list up to its size),
+  // nearest first. A list of a graph loaded from a file that did not record it has no refill.
+  std::size_t refill_start(std::uint32_t slot, const std::uint32_t* l) const {
+    const std::size_t start = slot < refill_start_.size() ? refill_start_[slot] : kNoRefill;
+    return std::min<std::size_t>(start, level0_count(slot, l));
+  }
   // Whether `slot`'s level-0 list was relocated (it may hold 2M + kRepairSlots links).
   bool is_relocated(std::uint32_t slot) const {
     return (level0_[static_cast<std::size_t>(slot) * level0_stride()] & kRelocated) != 0;
@@ -270,6 +282,11 @@ class HnswGraph {
   // relocated list no other node names, and every relocated list's count fits it
   // (links_at() follows them unchecked).
   void validate_heads() const;
+  // Where each node's level-0 refill begins (refill_start), for the file format.
+  std::vector<std::uint16_t> refill_starts() const;
+  // Sets them after restore() (a graph restored without them has no refill); FormatError unless
+  // there is one per node. check_integrity() checks each against its list.
+  void restore_refill_starts(std::vector<std::uint16_t> starts);
   // The repair's sources as (slot, source) pairs in slot order, for the file format.
   std::vector<std::uint32_t> repair_source_pairs() const;
   // Sets them from such pairs after restore(); FormatError for a slot or source out of range,
@@ -307,10 +324,26 @@ class HnswGraph {
   // with its nearest pruned candidates. When `passed_over` is given, writes there up to
   // n_passed_over of the nearest candidates not kept (the rest stays as it was). See
   // hnsw_selection.cpp.
-  void select_neighbors(const VectorStorage& storage, std::uint32_t base,
-                        std::vector<Candidate>& candidates, std::size_t max_count,
-                        std::uint32_t* passed_over = nullptr,
-                        std::size_t n_passed_over = 0) const;
+  // The kept candidates are left in `candidates` as the list is laid out: the heuristic's
+  // choices, nearest first, then the refill, nearest first; the return value is the number of
+  // the heuristic's choices (where the refill begins).
+  std::size_t select_neighbors(const VectorStorage& storage, std::uint32_t base,
+                               std::vector<Candidate>& candidates, std::size_t max_count,
+                               std::uint32_t* passed_over = nullptr,
+                               std::size_t n_passed_over = 0) const;
+  // Adds `to` to `from`'s level-0 list `l` (count below its capacity) ahead of the refill.
+  // Safe beside construction readers (relaxed stores, see hnsw_links.h); the caller holds
+  // from's lock or runs alone.
+  void add_before_refill(std::uint32_t from, std::uint32_t* l, std::uint32_t to);
+  // Puts `to` in `from`'s full level-0 list `l` in place of its farthest refill link; false,
+  // changing nothing, when the list has no refill. Same safety as add_before_refill.
+  bool replace_refill(std::uint32_t from, std::uint32_t* l, std::uint32_t to);
+  // Moves the link at `position` (1-based) of `from`'s level-0 list `l` ahead of the refill if
+  // it lies in it (a link the repair placed there).
+  void move_before_refill(std::uint32_t from, std::uint32_t* l, std::size_t position);
+  void set_refill_start(std::uint32_t slot, std::size_t start) {
+    refill_start_[slot] = static_cast<std::uint16_t>(start);
+  }
   // Links `slot` on `level` to the neighbours chosen among scratch.selection (candidates) and
   // adds the links back, re-selecting full lists; returns the nearest neighbour or kNone.
   std::uint32_t connect(const VectorStorage& storage, std::uint32_t slot, int level,
@@ -359,6 +392,9 @@ class HnswGraph {
   // Per slot, the node holding the in-link the repair gave it (kNone: none). Re-selecting that
   // node's full list keeps the link, so later insertions do not orphan the slot again. Not saved.
   RepairSources repair_source_;
+  // Per slot, where its level-0 refill begins (see refill_start()); kNoRefill: none known.
+  static constexpr std::uint16_t kNoRefill = 0xFFFF;
+  std::vector<std::uint16_t> refill_start_;
   // Writers of a node's lists hold the lock of its stripe, one at a time (never two: no order to
   // keep), so a fixed table does what a lock per node did, without a byte a point.
   static constexpr std::size_t kLockStripes = 1 << 16;

@@ -78,9 +78,7 @@ std::vector<std::uint32_t> HnswGraph::without_way_down(const VectorStorage& stor
 bool HnswGraph::append_repair_link(std::uint32_t from, std::uint32_t to) {
   std::uint32_t* l = links_at(from, 0);
   if (!has_repair_room(from) || std::find(l + 1, l + 1 + l[0], to) != l + 1 + l[0]) return false;
-  l = level0_with_room(from);
-  l[1 + l[0]] = to;
-  ++l[0];
+  add_before_refill(from, level0_with_room(from), to);
   repair_source_.set(to, from);
   return true;
 }
@@ -292,9 +290,7 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
       std::uint32_t* l = links_at(from, 0);
       repair_source_.set(u, from);
       if (l[0] < cap) {
-        l = level0_with_room(from);
-        l[1 + l[0]] = u;
-        ++l[0];
+        add_before_refill(from, level0_with_room(from), u);
       } else {
         // Replace the link whose target has the most other in-links (ties: the farthest).
         std::uint32_t best = 1;
@@ -313,13 +309,12 @@ std::size_t HnswGraph::repair_round(const VectorStorage& storage, ScratchPool& s
         // The link is gone: it no longer protects `dropped` in `from`'s list.
         if (repair_source_.get(dropped) == from) repair_source_.set(dropped, kNone);
         l[best] = u;
+        move_before_refill(from, l, best);
         // Keep the dropped node reachable through u when it had no other in-link.
         std::uint32_t* lu = links_at(u, 0);
         if (in_degree[dropped] == 0 && lu[0] < cap &&
             std::find(lu + 1, lu + 1 + lu[0], dropped) == lu + 1 + lu[0]) {
-          lu = level0_with_room(u);
-          lu[1 + lu[0]] = dropped;
-          ++lu[0];
+          add_before_refill(u, level0_with_room(u), dropped);
           repair_source_.set(dropped, u);
           count_in(dropped);
         }
@@ -361,9 +356,7 @@ bool HnswGraph::link_new_nodes(const VectorStorage& storage,
     }
     if (linked) continue;
     if (from == kNone) return false;
-    std::uint32_t* l = level0_with_room(from);
-    l[1 + l[0]] = v;
-    ++l[0];
+    add_before_refill(from, level0_with_room(from), v);
     // Kept as a repair link: a later re-selection of `from`'s list does not prune it.
     repair_source_.set(v, from);
   }
@@ -410,6 +403,9 @@ GraphStats HnswGraph::check_integrity(const std::uint8_t* deleted, bool with_lev
                           std::to_string(capacity));
       if (above && links[0] != 0)
         throw FormatError("node " + std::to_string(s) + " is above the top level and has links");
+      if (l == 0 && refill_start_[s] != kNoRefill && refill_start_[s] > links[0])
+        throw FormatError("node " + std::to_string(s) + " has its refill start past its " +
+                          std::to_string(links[0]) + " level-0 links");
       const std::uint64_t tag =
           static_cast<std::uint64_t>(s) * (kMaxLevel + 1) + static_cast<std::uint64_t>(l);
       for (std::uint32_t i = 1; i <= links[0]; ++i) {

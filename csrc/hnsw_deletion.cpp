@@ -57,15 +57,18 @@ std::size_t HnswGraph::remove_nodes(const VectorStorage& storage,
           .score(ids.data(), ids.size(), keys.data());
       candidates.clear();
       for (std::size_t i = 0; i < ids.size(); ++i) candidates.push_back({keys[i][0], ids[i]});
-      select_neighbors(storage, s, candidates, max_links(lv));
+      const std::size_t chosen = select_neighbors(storage, s, candidates, max_links(lv));
       for (std::size_t i = 0; i < candidates.size(); ++i) l[1 + i] = candidates[i].second;
       l[0] = static_cast<std::uint32_t>(candidates.size());
+      if (lv == 0) set_refill_start(s, chosen);
       ++relinked[static_cast<std::size_t>(worker)];
     }
   });
   // The leaving nodes keep no links and nothing the repair keeps refers to them.
-  for (const std::uint32_t d : gone_slots)
+  for (const std::uint32_t d : gone_slots) {
     for (int lv = 0; lv <= levels_[d]; ++lv) links_at(d, lv)[0] = 0;
+    set_refill_start(d, 0);
+  }
   std::vector<std::uint32_t> cleared;
   repair_source_.for_each([&](std::uint32_t s, std::uint32_t source) {
     if (gone[s] || gone[source]) cleared.push_back(s);

@@ -67,13 +67,14 @@ bool contains(const std::vector<std::uint32_t>& v, std::uint32_t x) {
 
 }  // namespace
 
-void HnswGraph::select_neighbors(const VectorStorage& storage, std::uint32_t base,
-                                 std::vector<Candidate>& candidates, std::size_t max_count,
-                                 std::uint32_t* passed_over, std::size_t n_passed_over) const {
+std::size_t HnswGraph::select_neighbors(const VectorStorage& storage, std::uint32_t base,
+                                        std::vector<Candidate>& candidates, std::size_t max_count,
+                                        std::uint32_t* passed_over,
+                                        std::size_t n_passed_over) const {
   std::sort(candidates.begin(), candidates.end());
-  if (candidates.size() <= max_count) return;
+  if (candidates.size() <= max_count) return candidates.size();
   thread_local std::vector<Pick> by_key, pruned;
-  thread_local std::vector<std::uint32_t> kept;
+  thread_local std::vector<std::uint32_t> kept, chosen;
   kept.clear();
   pruned.clear();
   const std::size_t n_second = switches_.second_order ? max_count / 2 : 0;
@@ -81,6 +82,7 @@ void HnswGraph::select_neighbors(const VectorStorage& storage, std::uint32_t bas
   by_key.clear();
   for (const Candidate& c : candidates) by_key.push_back({c.first, c.second, c.first});
   keep_uncovered<0>(storage, by_key, n_first, switches_.cover_rule, kept, pruned);
+  chosen.assign(kept.begin(), kept.end());
   // Keep pruned connections (the paper's keepPrunedConnections) up to the part's share: in a
   // tree-like (hyperbolic) metric the heuristic alone leaves many nodes with one or two links.
   for (std::size_t j = 0; j < pruned.size() && kept.size() < n_first; ++j)
@@ -92,7 +94,9 @@ void HnswGraph::select_neighbors(const VectorStorage& storage, std::uint32_t bas
         by_key.push_back({l2_from_delta(storage, base, c.second, c.first), c.second, c.first});
     std::sort(by_key.begin(), by_key.end());
     pruned.clear();
+    const std::size_t before = kept.size();
     keep_uncovered<1>(storage, by_key, max_count, switches_.cover_rule, kept, pruned);
+    chosen.insert(chosen.end(), kept.begin() + static_cast<std::ptrdiff_t>(before), kept.end());
     for (std::size_t j = 0; j < pruned.size() && kept.size() < max_count; ++j)
       kept.push_back(pruned[j].slot);
   }
@@ -101,11 +105,21 @@ void HnswGraph::select_neighbors(const VectorStorage& storage, std::uint32_t bas
   for (std::size_t j = 0; passed_over != nullptr && j < candidates.size() && o < n_passed_over;
        ++j)
     if (!contains(kept, candidates[j].second)) passed_over[o++] = candidates[j].second;
-  // The kept ones with their deltas, in delta order.
+  // The kept ones with their deltas as the list lays them out: the heuristic's choices, then
+  // the refill, each in delta order.
+  thread_local std::vector<Candidate> refill;
+  refill.clear();
   std::size_t w = 0;
-  for (std::size_t j = 0; j < candidates.size(); ++j)
-    if (contains(kept, candidates[j].second)) candidates[w++] = candidates[j];
+  for (std::size_t j = 0; j < candidates.size(); ++j) {
+    if (contains(chosen, candidates[j].second))
+      candidates[w++] = candidates[j];
+    else if (contains(kept, candidates[j].second))
+      refill.push_back(candidates[j]);
+  }
+  const std::size_t n_chosen = w;
+  for (const Candidate& c : refill) candidates[w++] = c;
   candidates.resize(w);
+  return n_chosen;
 }
 
 }  // namespace poincare

@@ -238,7 +238,8 @@ class PoincareIndex(RecallCalibrated, IndexBase):
     def _graph_switches(self) -> dict[str, bool]:
         """The graph's mechanisms that can be turned off (for tests and benchmarks, which
         measure what each buys; docs/graph_walk.md): ``second_order``, ``cover_rule`` and the
-        repair's steps ``reachability``, ``ways_down``, ``ways_in``."""
+        repair's steps ``reachability``, ``ways_down``, ``ways_in``, and ``refill_yields`` (a link
+        added back to a full list replaces its farthest refill link instead of re-selecting it)."""
         return dict(self._core.graph_switches())
 
     def _set_graph_switches(self, **switches: bool) -> None:

@@ -149,18 +149,36 @@ def test_a_loaded_index_takes_small_adds_as_the_one_it_was_saved_from(tmp_path):
 def test_crafted_repair_sources_are_refused(tmp_path):
     from test_mmap import refresh_checksums
 
-    index, _ = _boundary_index(n=1500)
-    index.save(tmp_path / "ix")
-    graph = next((tmp_path / "ix").glob("graph-*.bin"))
-    data = bytearray(graph.read_bytes())
-    end = len(data) - 8
-    n_blocks = struct.unpack_from("<Q", data, end - 12)[0]
-    covered = end - 20 - 4 * n_blocks
-    # The last (slot, source) pair ends the payload: point its source past the nodes.
-    struct.pack_into("<I", data, covered - 4, 0x7FFFFFFF)
+    graph, data, n, payload_end = _saved_payload(tmp_path)
+    # The last (slot, source) pair ends before the refill starts (2 bytes a node): point its
+    # source past the nodes.
+    struct.pack_into("<I", data, payload_end - 2 * n - 4, 0x7FFFFFFF)
     graph.write_bytes(bytes(data))
     refresh_checksums(graph)
     with pytest.raises(pi.IndexFormatError, match="invalid repair source"):
+        pi.PoincareIndex.load(tmp_path / "ix")
+
+
+def _saved_payload(tmp_path: Path) -> tuple[Path, bytearray, int, int]:
+    """A saved boundary index's graph file: (path, bytes, nodes, where its payload ends)."""
+    index, _ = _boundary_index(n=1500)
+    index.save(tmp_path / "ix")
+    graph = next((tmp_path / "ix").glob("graph-*.bin"))
+    data, n, *_ = _graph_layout(graph)
+    end = len(data) - 8
+    n_blocks = struct.unpack_from("<Q", data, end - 12)[0]
+    return graph, data, n, end - 20 - 4 * n_blocks
+
+
+def test_crafted_refill_starts_are_refused(tmp_path):
+    from test_mmap import refresh_checksums
+
+    graph, data, n, payload_end = _saved_payload(tmp_path)
+    # The refill starts end the payload (version 4): put node 0's past its list's end.
+    struct.pack_into("<H", data, payload_end - 2 * n, 2 * 8 + 1)
+    graph.write_bytes(bytes(data))
+    refresh_checksums(graph)
+    with pytest.raises(pi.IndexFormatError, match="refill start past"):
         pi.PoincareIndex.load(tmp_path / "ix")
 
 
@@ -214,6 +232,12 @@ def test_reachability_of_a_graph_with_cut_in_links_matches_a_plain_walk(tmp_path
         lists[u, 0] = len(keep)
         lists[u, 1 : 1 + len(keep)] = keep
     data[level0_at : level0_at + 4 * stride * n] = lists.astype("<u4").tobytes()
+    # The cut lists' refill is no longer where it was: record them as lists without one (the
+    # refill starts, 2 bytes a node, end the payload).
+    end = len(data) - 8
+    refill_at = end - 20 - 4 * struct.unpack_from("<Q", data, end - 12)[0] - 2 * n
+    for u in np.flatnonzero(~relocated):
+        struct.pack_into("<H", data, refill_at + 2 * int(u), 0xFFFF)
     path.write_bytes(bytes(data))
     refresh_checksums(path)
     loaded = pi.PoincareIndex.load(tmp_path / "ix")

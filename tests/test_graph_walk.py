@@ -88,7 +88,7 @@ def test_the_fused_walk_is_the_plain_walk(second_order: bool) -> None:
 def test_graph_switches_are_checked() -> None:
     index = pi.PoincareIndex(8)
     assert index._graph_switches() == dict.fromkeys(
-        ["second_order", "cover_rule", "reachability", "ways_down", "ways_in"], True
+        ["second_order", "cover_rule", "reachability", "ways_down", "ways_in", "refill_yields"], True
     )
     with pytest.raises(ValueError, match="unknown graph switch 'nope'"):
         index._set_graph_switches(nope=True)

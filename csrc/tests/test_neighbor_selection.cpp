@@ -21,7 +21,8 @@ namespace poincare::test {
 namespace {
 
 struct Ref {
-  std::vector<std::uint32_t> kept;  // in delta order
+  std::vector<std::uint32_t> kept;  // the heuristic's choices, then the refill, each in delta order
+  std::size_t chosen = 0;           // where the refill begins
   bool ambiguous = false;           // some decision was a near tie in float32
 };
 
@@ -30,7 +31,8 @@ bool near_tie(double a, double b) { return std::fabs(a - b) <= 1e-4 * std::max(a
 // The heuristic in float64: up to max_count - n2 candidates by delta to `base` unless a kept node
 // covers them (delta(r, e) < delta(base, e), and with the cover rule a(r), a(e) within a factor
 // kCoverRatio), refilled with the nearest passed over; then n2 = max_count / 2 (second order) of
-// the rest by |base - e|^2 the same way (covered: |r - e|^2 < |base - e|^2), refilled likewise.
+// the rest by |base - e|^2 the same way (covered: |r - e|^2 < |base - e|^2), refilled likewise;
+// laid out as the list holds them: the choices, then the refill, each in delta order.
 Ref select_ref(const VectorStorage& st, std::uint32_t base, std::vector<std::uint32_t> cands,
                std::size_t max_count, bool second_order, bool cover_rule) {
   const std::size_t dim = st.dim();
@@ -51,16 +53,20 @@ Ref select_ref(const VectorStorage& st, std::uint32_t base, std::vector<std::uin
   by(delta_order);
   if (cands.size() <= max_count) {
     out.kept = cands;
+    out.chosen = cands.size();
     return out;
   }
   const std::size_t n2 = second_order ? max_count / 2 : 0;
-  std::vector<std::uint32_t>& kept = out.kept;
+  std::vector<std::uint32_t> kept, refill;
   auto part = [&](const std::vector<std::uint32_t>& order, std::size_t limit, bool first) {
     std::vector<std::uint32_t> pruned;
     for (const std::uint32_t e : order) {
-      if (kept.size() >= limit) break;
+      if (kept.size() + refill.size() >= limit) break;
       bool covered = false;
-      for (const std::uint32_t r : kept) {
+      // Every node already in the list may cover e (the first part's refill, in the second).
+      std::vector<std::uint32_t> in_list = kept;
+      in_list.insert(in_list.end(), refill.begin(), refill.end());
+      for (const std::uint32_t r : in_list) {
         const double re = first ? delta(r, e) : l2(r, e), be = first ? delta(base, e) : l2(base, e);
         out.ambiguous |= near_tie(re, be);
         bool cov = re < be;
@@ -73,22 +79,30 @@ Ref select_ref(const VectorStorage& st, std::uint32_t base, std::vector<std::uin
       }
       (covered ? pruned : kept).push_back(e);
     }
-    for (std::size_t j = 0; j < pruned.size() && kept.size() < limit; ++j)
-      kept.push_back(pruned[j]);
+    for (std::size_t j = 0; j < pruned.size() && kept.size() + refill.size() < limit; ++j)
+      refill.push_back(pruned[j]);
   };
   part(cands, max_count - n2, true);
   if (n2 > 0) {
     std::vector<std::uint32_t> rest;
     for (const std::uint32_t e : cands)
-      if (std::find(kept.begin(), kept.end(), e) == kept.end()) rest.push_back(e);
+      if (std::find(kept.begin(), kept.end(), e) == kept.end() &&
+          std::find(refill.begin(), refill.end(), e) == refill.end())
+        rest.push_back(e);
     std::sort(rest.begin(), rest.end(),
               [&](std::uint32_t x, std::uint32_t y) { return l2(base, x) < l2(base, y); });
     for (std::size_t i = 1; i < rest.size(); ++i)
       out.ambiguous |= near_tie(l2(base, rest[i - 1]), l2(base, rest[i]));
     part(rest, max_count, false);
   }
-  std::sort(kept.begin(), kept.end(),
-            [&](std::uint32_t x, std::uint32_t y) { return delta(base, x) < delta(base, y); });
+  auto nearest_first = [&](std::uint32_t x, std::uint32_t y) {
+    return delta(base, x) < delta(base, y);
+  };
+  std::sort(kept.begin(), kept.end(), nearest_first);
+  std::sort(refill.begin(), refill.end(), nearest_first);
+  out.chosen = kept.size();
+  out.kept = kept;
+  out.kept.insert(out.kept.end(), refill.begin(), refill.end());
   return out;
 }
 
@@ -163,9 +177,10 @@ TEST_CASE("select_neighbors (via remove_nodes): invariants and the float64 heuri
                                  mode.cover_rule);
       REQUIRE(!ref.kept.empty());
       CHECK(std::find(got.begin(), got.end(), ref.kept.front()) != got.end());
-      // The same choice, in delta order, unless a decision was a near tie.
+      // The same choice, laid out alike, unless a decision was a near tie.
       if (!ref.ambiguous) {
         CHECK(got == ref.kept);
+        CHECK(graph->refill_start(s, l) == ref.chosen);
         ++compared;
       }
     }
