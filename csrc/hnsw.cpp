@@ -365,7 +365,8 @@ std::unique_ptr<HnswGraph> HnswGraph::restore(const HnswParams& params,
   }
   g->level0_ = std::move(level0);
   g->relocated_ = std::move(relocated);
-  g->refill_start_.assign(n, kNoRefill);  // files do not record it: no list has a refill
+  // No list has a refill until restore_refill_starts() (files before version 4 record none).
+  g->refill_start_.assign(n, kNoRefill);
   if (check_heads) g->validate_heads();
   g->upper_ = std::move(upper);
   g->entry_ = entry;
