@@ -20,14 +20,16 @@ constexpr std::size_t kMaxListLinks = 2 * 256 + HnswGraph::kRepairSlots;
 
 // ---- link readers ---------------------------------------------------------------------------
 
-// Level 0 of a graph no thread is changing (searches).
+// Level 0 of a graph no thread is changing (searches): whole lists, or with `first_part` only
+// each list's links ahead of its refill (WalkLists::kFirstPart).
 class Level0Reader {
  public:
-  explicit Level0Reader(const HnswGraph& graph) : graph_(graph) {}
+  explicit Level0Reader(const HnswGraph& graph, bool first_part = false)
+      : graph_(graph), first_part_(first_part) {}
   // The links of `slot` and their number.
   const std::uint32_t* list(std::uint32_t slot, SearchScratch&, std::size_t& count) const {
     const std::uint32_t* l = graph_.level0_list(slot);
-    count = graph_.level0_count(slot, l);
+    count = first_part_ ? graph_.refill_start(slot, l) : graph_.level0_count(slot, l);
     return l + 1;
   }
   // Starts fetching the list of `slot` (a cache miss of its own, read when it is expanded;
@@ -36,6 +38,7 @@ class Level0Reader {
 
  private:
   const HnswGraph& graph_;
+  bool first_part_;
 };
 
 // An upper level (>= 1) of a graph no thread is changing.

@@ -181,20 +181,23 @@ void bind_common(py::class_<Core>& cls) {
             self.add(px, n, pi, ps);
           },
           py::arg("x"), py::arg("ids"), py::arg("slots"))
-      .def("search",
-           [](Core& self, const FloatArray& q, std::size_t k, std::size_t ef) {
-             const std::size_t nq = rows_of(q, self.dim(), "query");
-             py::array_t<float> D({nq, k});
-             py::array_t<std::int64_t> I({nq, k});
-             float* pd = D.mutable_data();
-             std::int64_t* pi = I.mutable_data();
-             const float* pq = q.data();
-             {
-               py::gil_scoped_release nogil;
-               self.search(pq, nq, k, ef, pd, pi);
-             }
-             return py::make_tuple(D, I);
-           })
+      .def(
+          "search",
+          [](Core& self, const FloatArray& q, std::size_t k, std::size_t ef, bool first_part) {
+            const std::size_t nq = rows_of(q, self.dim(), "query");
+            py::array_t<float> D({nq, k});
+            py::array_t<std::int64_t> I({nq, k});
+            float* pd = D.mutable_data();
+            std::int64_t* pi = I.mutable_data();
+            const float* pq = q.data();
+            {
+              py::gil_scoped_release nogil;
+              self.search(pq, nq, k, ef, pd, pi,
+                          first_part ? WalkLists::kFirstPart : WalkLists::kWhole);
+            }
+            return py::make_tuple(D, I);
+          },
+          py::arg("q"), py::arg("k"), py::arg("ef"), py::arg("first_part") = false)
       .def("search_scored",
            [](Core& self, const FloatArray& q, std::size_t k, std::size_t ef, const ScoreSpec& spec,
               std::optional<TimeColumnArrays> columns, std::optional<ByteArray> allowed,

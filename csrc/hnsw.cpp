@@ -291,16 +291,17 @@ void HnswGraph::insert(const VectorStorage& storage, std::uint32_t slot, SearchS
 }
 
 void HnswGraph::search(const VectorStorage& storage, const float* q, std::size_t ef,
-                       SearchScratch& scratch, std::vector<Candidate>& out,
-                       bool coordinates) const {
+                       SearchScratch& scratch, std::vector<Candidate>& out, bool coordinates,
+                       WalkLists lists) const {
   out.clear();
   if (entry_ == kNone) return;
   // The query's own factor a(q) is common to every candidate, so ranking uses |q - x|^2 a(x).
   float rank;
   const std::uint32_t start = descend(storage, q, scratch, &rank, coordinates);
-  const Level0Reader reader(*this);
+  const bool whole = lists == WalkLists::kWhole;
+  const Level0Reader reader(*this, !whole);
   KeepLive live{storage.deleted_flags()};
-  if (switches_.second_order)
+  if (switches_.second_order && whole)
     with_search_rank<2>(
         storage, q,
         [&](const auto& rank) {

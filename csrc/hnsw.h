@@ -55,6 +55,12 @@ struct GraphSwitches {
   bool refill_yields = true;
 };
 
+// Which links a level-0 search reads: whole lists, with the second order's beam beside the
+// first (the default), or only each list's first part (ahead of its refill, see
+// HnswGraph::refill_start) with the Poincaré beam alone: the graph as sparse as the heuristic
+// leaves it, which a recall table chooses where it finds as much there (poincare_index/recall.py).
+enum class WalkLists { kWhole, kFirstPart };
+
 // Counters of a structural check (see HnswGraph::check_integrity).
 struct GraphStats {
   std::size_t nodes = 0;
@@ -96,8 +102,10 @@ class HnswGraph {
   // written to `out`. ef >= 1. The keys come from the storage's codes when it keeps them
   // (rank.h: CodeRank), unless `coordinates` (the repair's probes: the graph is built from the
   // float32 coordinates whatever the storage, so every kind gets the same graph).
+  // `lists`: which links level 0 is walked by (WalkLists).
   void search(const VectorStorage& storage, const float* q, std::size_t ef, SearchScratch& scratch,
-              std::vector<Candidate>& out, bool coordinates = false) const;
+              std::vector<Candidate>& out, bool coordinates = false,
+              WalkLists lists = WalkLists::kWhole) const;
 
   // Greedy descent of the upper levels towards q (by |q - x|^2 a(x), keys as search()'s);
   // returns the level-0 entry node and its rank. The graph must not be empty.

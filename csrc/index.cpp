@@ -111,12 +111,12 @@ void IndexCore::add(const float* x, std::size_t n, const std::int64_t* ids,
 }
 
 void IndexCore::search(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
-                       float* D, std::int64_t* I) {
+                       float* D, std::int64_t* I, WalkLists lists) {
   if (k == 0) throw InvalidArgument("k must be >= 1");
   if (ef == 0) throw InvalidArgument("ef must be >= 1");
   validate_points(queries, nq, "query");
   std::shared_lock<WriterFirstMutex> g(rw_);
-  search_validated(queries, nq, k, ef, D, I);
+  search_validated(queries, nq, k, ef, D, I, lists);
 }
 
 RangeHits IndexCore::exact_range_search(const float* queries, std::size_t nq, double radius) {
@@ -328,7 +328,7 @@ std::unique_ptr<FlatIndexCore> FlatIndexCore::load(const std::string& vectors_pa
 void FlatIndexCore::release_deleted(bool) { storage_.release(storage_.unreleased_deleted()); }
 
 void FlatIndexCore::search_validated(const float* queries, std::size_t nq, std::size_t k,
-                                     std::size_t, float* D, std::int64_t* I) {
+                                     std::size_t, float* D, std::int64_t* I, WalkLists) {
   std::lock_guard<std::mutex> g(pool_mutex_);
   flat_search(storage_, queries, nq, k, *pool_, D, I);
 }
@@ -448,7 +448,7 @@ std::size_t HnswIndexCore::fused_search_one(const FusedScorer& scorer, const Fus
 }
 
 void HnswIndexCore::search_validated(const float* queries, std::size_t nq, std::size_t k,
-                                     std::size_t ef, float* D, std::int64_t* I) {
+                                     std::size_t ef, float* D, std::int64_t* I, WalkLists lists) {
   const std::size_t dim = storage_.dim();
   const double c = storage_.curvature();
   // Finalists: the k best by the float32 rank plus any within its rounding of the k-th, so
@@ -463,7 +463,7 @@ void HnswIndexCore::search_validated(const float* queries, std::size_t nq, std::
     thread_local std::vector<Candidate> found;
     thread_local std::vector<std::uint32_t> finalists;
     const float* q = queries + qi * dim;
-    graph_->search(storage_, q, std::max(ef, k), *scratch, found);
+    graph_->search(storage_, q, std::max(ef, k), *scratch, found, false, lists);
     finalists.clear();
     const double limit = found.size() > k ? found[k - 1].first * (1.0 + tol) : 0.0;
     // (A negative k-th key, possible with codes, times infinity is -inf: hence the check.)

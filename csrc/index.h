@@ -65,9 +65,10 @@ class IndexCore {
   // repair). The repair runs after every chunk of a long add, not once at the end: nodes
   // re-linked early are found as neighbours by later insertions (docs/graph_walk.md).
   void add(const float* x, std::size_t n, const std::int64_t* ids, const std::uint32_t* slots);
-  // k nearest per query (D float32 ascending, I ids; +inf / -1 padding). ef: beam width (HNSW).
+  // k nearest per query (D float32 ascending, I ids; +inf / -1 padding). ef: beam width and
+  // lists: the links walked (HNSW; see WalkLists).
   void search(const float* queries, std::size_t nq, std::size_t k, std::size_t ef, float* D,
-              std::int64_t* I);
+              std::int64_t* I, WalkLists lists = WalkLists::kWhole);
   // Top-k by fused score per query (see fused.h). With allowed_slots, an exact scan of those
   // slots; otherwise the index's own strategy (HNSW: fused traversal when the bound exists). The
   // time columns must cover every slot when the decay is not empty or touch is set. Outputs are
@@ -135,7 +136,7 @@ class IndexCore {
   // list once, so it runs per 5 % of churn, and slots stay within ~5 % of the live points.
   static constexpr std::size_t kReleaseEvery = 20;
   virtual void search_validated(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
-                                float* D, std::int64_t* I) = 0;
+                                float* D, std::int64_t* I, WalkLists lists) = 0;
   // Fused top-k for one query with no slot list (the flat index scans; HNSW traverses).
   // Returns the walk's reach (see fused_graph_search), 0 for an exact scan.
   virtual std::size_t fused_search_one(const FusedScorer& scorer, const FusedParams& params,
@@ -174,7 +175,7 @@ class FlatIndexCore final : public IndexCore {
   void insert_slots(const std::vector<std::uint32_t>&) override {}
   void release_deleted(bool) override;
   void search_validated(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
-                        float* D, std::int64_t* I) override;
+                        float* D, std::int64_t* I, WalkLists lists) override;
   std::size_t fused_search_one(const FusedScorer& scorer, const FusedParams& params,
                                const float* q, std::size_t k, std::size_t ef,
                                std::vector<ScoredHit>& out) override;
@@ -207,7 +208,7 @@ class HnswIndexCore final : public IndexCore {
     graph_->memory(out);
   }
   void search_validated(const float* queries, std::size_t nq, std::size_t k, std::size_t ef,
-                        float* D, std::int64_t* I) override;
+                        float* D, std::int64_t* I, WalkLists lists) override;
   std::size_t fused_search_one(const FusedScorer& scorer, const FusedParams& params,
                                const float* q, std::size_t k, std::size_t ef,
                                std::vector<ScoredHit>& out) override;

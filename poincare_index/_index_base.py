@@ -428,11 +428,11 @@ class IndexBase(FaissSurface):
         ):
             # Already what the core takes: no copy and no Python checks beyond these (the core
             # checks values: finite, inside the ball). A single query costs ~0.5 us over the core.
-            return self._core.search(q, k, ef)  # type: ignore[no-any-return]
+            return self._core.search(q, k, ef, beam.first_part)  # type: ignore[no-any-return]
         arr = as_matrix(q, self.dim, "query")
         k = as_positive_int(k, "k")
         check_result_size(arr.shape[0], k)
-        D, I = self._core.search(arr, k, ef)
+        D, I = self._core.search(arr, k, ef, beam.first_part)
         return D, I
 
     def search_scored(

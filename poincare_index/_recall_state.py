@@ -90,9 +90,10 @@ class RecallCalibrated:
         search that needs it measures again."""
         self._calibration = None
 
-    def _walk_search(self, q: Any, k: int, ef: int) -> Any:
-        """The graph search at width ``ef``, whatever the index's target (for measuring it)."""
-        return self._core.search(q, k, ef)
+    def _walk_search(self, q: Any, k: int, ef: int, first_part: bool = False) -> Any:
+        """The graph search at width ``ef`` (of each list's first part with ``first_part``),
+        whatever the index's target (for measuring it)."""
+        return self._core.search(q, k, ef, first_part)
 
     def _current_calibration(self) -> _Calibration:
         cal = self._calibration
@@ -115,7 +116,7 @@ class RecallCalibrated:
             if width is None or scan_is_cheaper(width, cal.points, self.M):
                 beam = Beam(k, target, exact=True)
             else:
-                beam = Beam(width, target)
+                beam = Beam(width, target, first_part=cal.table.first_part)
             if len(cal.beams) >= _BEAMS_KEPT:
                 cal.beams.clear()
             cal.beams[(target, k)] = beam

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 import numpy as np
 from numpy.typing import NDArray
@@ -95,11 +95,13 @@ SCAN_POINTS_PER_EF = 64
 
 class Beam(NamedTuple):
     """How one search runs: a walk of width ``ef`` (checked against ``target`` by the fused
-    search's reach when a target chose it), or an exact scan (``exact``)."""
+    search's reach when a target chose it; a plain search of each list's first part alone with
+    ``first_part``, see :attr:`RecallTable.first_part`), or an exact scan (``exact``)."""
 
     ef: int
     target: float | None = None
     exact: bool = False
+    first_part: bool = False
 
 
 def as_recall(value: Any, name: str = "recall") -> float:
@@ -133,7 +135,10 @@ class RecallTable:
     ``recall[i, j, l]``: mean recall@``ks[j]`` of query kind ``QUERY_KINDS[i]`` at beam width
     ``efs[l]`` (NaN where ``efs[l] < ks[j]``); ``error``: the standard error of each mean (the
     queries' spread over the square root of their number); ``queries[i, j]``: how many queries
-    each mean of kind i at k ``ks[j]`` is over. ``points``: live points when measured."""
+    each mean of kind i at k ``ks[j]`` is over. ``points``: live points when measured.
+    ``first_part``: searches walk each level-0 list's first part (the links ahead of its refill)
+    with one beam, the sparser walk, which measured at least the whole lists' means at every
+    width, k and kind (the means kept are the whole lists'; docs/recall.md)."""
 
     points: int
     ks: tuple[int, ...]
@@ -141,6 +146,7 @@ class RecallTable:
     recall: NDArray[np.float64]
     error: NDArray[np.float64]
     queries: NDArray[np.int64]
+    first_part: bool = False
 
     def expected(self, k: int, ef: int) -> float:
         """The recall target a walk of width ``ef`` meets for the k best (see :meth:`meets`),
@@ -208,6 +214,7 @@ class RecallTable:
             "recall": _nested(self.recall),
             "error": _nested(self.error),
             "queries": self.queries.tolist(),
+            "walk": _WALKS[self.first_part],
         }
 
     @classmethod
@@ -231,7 +238,15 @@ class RecallTable:
             raise IndexFormatError(f"{where}: recall table recall and error must be null at the same places")
         # Tables saved before the count was kept measured every mean over the same sample.
         queries = entry.get("queries", [[min(QUERIES_PER_KIND, points)] * len(ks)] * len(QUERY_KINDS))
-        return cls(points, ks, efs, recall, error, _query_counts(queries, shape[:2], where))
+        walk = entry.get("walk", _WALKS[False])  # tables before the choice walked whole lists
+        if walk not in _WALKS:
+            raise IndexFormatError(f"{where}: recall table walk must be one of {list(_WALKS)}, got {walk!r}")
+        counts = _query_counts(queries, shape[:2], where)
+        return cls(points, ks, efs, recall, error, counts, walk == _WALKS[True])
+
+
+# How a saved table names its walk (RecallTable.first_part).
+_WALKS = ("whole lists", "first part")
 
 
 def _wilson_lower(share: NDArray[np.float64], count: NDArray[np.int64]) -> NDArray[np.float64]:
@@ -335,33 +350,78 @@ def calibrate(index: PoincareIndex, *, queries_per_kind: int = QUERIES_PER_KIND)
     queries = np.concatenate([stored, near, offset]).astype(np.float32)
     scanned = np.r_[0:m, found : found + m, 2 * found : 2 * found + m]  # the queries with every k's truth
     truth_d = np.concatenate([truth_stored, index._exact_search(queries[scanned[m:]], max(ks))[0]])
-    first = _FirstAnswers(np.tile(sources, 2), np.concatenate([np.zeros(found), near_d]), m)
+    first_d = np.concatenate([np.zeros(found), near_d])  # the found kinds' first answers' distances
+    sample = _Sample(queries, scanned, truth_d, np.tile(sources, 2), first_d, ks, n)
+    recall, error = _measure(index, sample, first_part=False)
+    # The sparser walk where it finds at least what the whole lists find, at every width, k and
+    # kind. The table keeps the whole lists' means, then: what both walks reach (the fused
+    # search walks whole lists).
+    sparse = _measure(index, sample, first_part=True, against=recall) is not None
     counts = np.full((len(QUERY_KINDS), len(ks)), m, dtype=np.int64)
     counts[: len(FOUND_KINDS), 0] = found
+    return RecallTable(n, ks, CALIBRATION_EFS, recall, error, counts, first_part=sparse)
+
+
+@dataclass(frozen=True)
+class _Sample:
+    """What a calibration measures with: the queries (the found kinds' ``found`` each, then the
+    offset kind's m), which of them have every k's exact answer (``scanned``: the first m of
+    each kind) and those answers' distances (``truth_d``, by k), the found kinds' first answers
+    (``first_ids``, ``first_d``), the ks measured and the live points."""
+
+    queries: NDArray[np.float32]
+    scanned: NDArray[np.int64]
+    truth_d: NDArray[np.float64]
+    first_ids: NDArray[np.int64]
+    first_d: NDArray[np.float64]
+    ks: tuple[int, ...]
+    points: int
+
+
+_Means = tuple[NDArray[np.float64], NDArray[np.float64]]
+
+
+@overload
+def _measure(index: PoincareIndex, sample: _Sample, *, first_part: bool, against: None = None) -> _Means: ...
+@overload
+def _measure(
+    index: PoincareIndex, sample: _Sample, *, first_part: bool, against: NDArray[np.float64]
+) -> _Means | None: ...
+def _measure(
+    index: PoincareIndex, sample: _Sample, *, first_part: bool, against: NDArray[np.float64] | None = None
+) -> _Means | None:
+    """The recall table's means and standard errors of walks of every width of the grid (of each
+    list's first part with ``first_part``). With ``against`` (another walk's means): None as soon
+    as this walk finds less than it at some width, k and kind."""
+    ks, m = sample.ks, len(sample.scanned) // len(QUERY_KINDS)
+    found = len(sample.first_ids) // len(FOUND_KINDS)
+    first = _FirstAnswers(sample.first_ids, sample.first_d, m)
     recall = np.full((len(QUERY_KINDS), len(ks), len(CALIBRATION_EFS)), np.nan)
     error = recall.copy()
     for col, ef in enumerate(CALIBRATION_EFS):
         k_run = max(k for k in ks if k <= ef) if ef >= ks[0] else ks[0]
         # Once every found-kind query found its first answer, wider beams walk only the first m
         # of each kind (the rest are taken to keep finding theirs, as the stop below assumes).
-        walked = scanned if first.all_found else np.arange(len(queries))
-        d, i = index._walk_search(queries[walked], k_run, ef)
-        at_scanned = slice(None) if first.all_found else scanned
+        walked = sample.scanned if first.all_found else np.arange(len(sample.queries))
+        d, i = index._walk_search(sample.queries[walked], k_run, ef, first_part=first_part)
+        at_scanned = slice(None) if first.all_found else sample.scanned
         for j, k in enumerate(ks):
             if k > k_run:
                 continue
-            hit = _hits(d[at_scanned, :k], truth_d[:, k - 1]).reshape(len(QUERY_KINDS), m)
+            hit = _hits(d[at_scanned, :k], sample.truth_d[:, k - 1]).reshape(len(QUERY_KINDS), m)
             recall[:, j, col], error[:, j, col] = hit.mean(axis=1), hit.std(axis=1) / math.sqrt(m)
         hit = first.measure(d[: len(walked) - m, 0], i[: len(walked) - m, 0]).reshape(len(FOUND_KINDS), found)
         recall[: len(FOUND_KINDS), 0, col] = hit.mean(axis=1)
         error[: len(FOUND_KINDS), 0, col] = hit.std(axis=1) / math.sqrt(found)
+        if against is not None and np.any(recall[:, :, col] < against[:, :, col]):
+            return None
         # Wider beams measure the same once this one holds every point or already finds every
         # answer of every query (what remains would cost most of the measuring).
-        if ef >= n or np.nanmin(recall[:, :, col]) >= 1.0:
+        if ef >= sample.points or np.nanmin(recall[:, :, col]) >= 1.0:
             recall[:, :, col + 1 :] = recall[:, :, col : col + 1]
             error[:, :, col + 1 :] = error[:, :, col : col + 1]
             break
-    return RecallTable(n, ks, CALIBRATION_EFS, recall, error, counts)
+    return recall, error
 
 
 class _FirstAnswers:

@@ -159,7 +159,7 @@ def test_the_table_is_saved_and_loaded_without_measuring_again(gauss, tmp_path):
     assert loaded.recall_target == 0.9 and loaded.ef_search is None
     assert loaded._calibration is not None  # read from the file, not measured
     got = loaded._calibration.table
-    assert got.ks == table.ks and got.efs == table.efs
+    assert got.ks == table.ks and got.efs == table.efs and got.first_part == table.first_part
     np.testing.assert_allclose(got.recall, table.recall, atol=1e-6)
     assert np.array_equal(loaded.search(queries, 10)[1], index.search(queries, 10, recall=0.9)[1])
 
@@ -185,6 +185,7 @@ def _rewrite_manifest(path, change):
         lambda m: m["params"]["recall_table"].__setitem__("queries", [[500]]),
         lambda m: m["params"]["recall_table"]["queries"][0].__setitem__(0, 0),
         lambda m: m["params"]["recall_table"]["queries"][2].__setitem__(1, 2.5),
+        lambda m: m["params"]["recall_table"].__setitem__("walk", "sideways"),
         lambda m: m["params"].__setitem__("recall_changes", -1),
         lambda m: m["params"].__setitem__("recall_target", 0),
         lambda m: m["params"].__setitem__("recall_table", [1, 2]),
@@ -213,12 +214,35 @@ def test_a_manifest_from_before_the_target_keeps_its_fixed_width(gauss, tmp_path
     assert loaded.ef_search == 64 and loaded.recall_target == 0.95 and loaded._calibration is None
 
 
+@pytest.mark.parametrize("name, dim, sparse", [("hierarchy", 16, True), ("uniform_ball", 64, False)])
+def test_the_table_walks_each_list_s_first_part_where_it_finds_as_much(name, dim, sparse):
+    """On a hierarchy the heuristic's links alone find what the whole lists find, and the table
+    walks them (one beam, the refill skipped); on a uniform ball they lose stored points, and
+    the table walks the whole lists. Either way the target holds against a brute force."""
+    base, queries = _held_out(name, 4000, dim, 100, seed=13)
+    index = pi.PoincareIndex(dim, num_threads=1)
+    index.add(base, t=NOW)
+    table = index.recall_table
+    assert table.first_part is sparse
+    assert index._beam(10, None, 0.95).first_part is sparse
+    truth_d, _ = brute_force(base, queries, 10)
+    D, I = index.search(queries, 10)
+    assert _recall_at(I, truth_d, D.astype(np.float64), 10) >= 0.93
+    _, I_self = index.search(base[:500], 1)
+    assert np.mean(I_self[:, 0] == np.arange(500)) >= 0.99
+
+
 def test_a_table_saved_before_the_query_counts_reads_them_as_one_sample(gauss, tmp_path):
     index, *_ = gauss
     index.save(tmp_path / "i")
-    _rewrite_manifest(tmp_path / "i", lambda m: m["params"]["recall_table"].pop("queries"))
+
+    def as_before(m):
+        m["params"]["recall_table"].pop("queries")
+        m["params"]["recall_table"].pop("walk")
+
+    _rewrite_manifest(tmp_path / "i", as_before)
     table = pi.PoincareIndex.load(tmp_path / "i").recall_table
-    assert np.all(table.queries == QUERIES_PER_KIND)
+    assert np.all(table.queries == QUERIES_PER_KIND) and not table.first_part
 
 
 def test_the_found_kinds_first_answers_are_measured_on_the_larger_sample(gauss):
