@@ -351,7 +351,8 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("ef_construction",
                              [](const HnswIndexCore& s) { return s.params().ef_construction; })
       .def_property_readonly("seed", [](const HnswIndexCore& s) { return s.params().seed; })
-      .def("neighbors", &HnswIndexCore::neighbors, py::arg("id"), py::arg("level"))
+      .def("neighbors", &HnswIndexCore::neighbors, py::arg("id"), py::arg("level"),
+           py::arg("first_part") = false)
       .def(
           "set_storage",
           [](HnswIndexCore& s, const std::string& kind) {

@@ -391,7 +391,8 @@ GraphStats HnswIndexCore::check_integrity() const {
   return st;
 }
 
-std::vector<std::int64_t> HnswIndexCore::neighbors(std::int64_t id, int level) const {
+std::vector<std::int64_t> HnswIndexCore::neighbors(std::int64_t id, int level,
+                                                   bool first_part) const {
   std::shared_lock<WriterFirstMutex> g(rw_);
   const std::int64_t slot = storage_.find(id);
   if (slot < 0) throw KeyNotFound("id " + std::to_string(id) + " is not in the index");
@@ -400,7 +401,9 @@ std::vector<std::int64_t> HnswIndexCore::neighbors(std::int64_t id, int level) c
   const auto u = static_cast<std::uint32_t>(slot);
   const std::uint32_t* l = graph_->links(u, level);
   // Bounded as a search reads them: an unverified mapped file may hold any count or link.
-  const std::size_t count = level == 0 ? graph_->level0_count(u, l) : l[0];
+  const std::size_t count = level != 0   ? l[0]
+                            : first_part ? graph_->refill_start(u, l)
+                                         : graph_->level0_count(u, l);
   for (std::size_t i = 1; i <= count; ++i)
     if (l[i] < storage_.slots()) out.push_back(storage_.id(l[i]));
   return out;

@@ -193,8 +193,9 @@ class HnswIndexCore final : public IndexCore {
   GraphSwitches graph_switches() const;
   // Takes effect for later adds and searches; waits for running ones.
   void set_graph_switches(const GraphSwitches& switches);
-  // Ids linked from `id` on `level` (empty above the node's level); KeyNotFound if unknown.
-  std::vector<std::int64_t> neighbors(std::int64_t id, int level) const;
+  // Ids linked from `id` on `level` (empty above the node's level), on level 0 with `first_part`
+  // only those ahead of the list's refill (HnswGraph::refill_start); KeyNotFound if unknown.
+  std::vector<std::int64_t> neighbors(std::int64_t id, int level, bool first_part = false) const;
   void save(const std::string& vectors_path, const std::string& graph_path) const override;
 
  protected:

@@ -60,6 +60,22 @@ def test_relocated_lists_survive_a_round_trip(tmp_path):
     assert loaded.check_integrity()["unreachable"] == 0
 
 
+def _first_parts(index: pi.PoincareIndex) -> list[list[int]]:
+    return [list(index._core.neighbors(i, 0, first_part=True)) for i in range(index.ntotal)]
+
+
+def test_each_first_part_is_a_prefix_of_its_list_and_survives_a_round_trip(tmp_path):
+    index, _ = _boundary_index()
+    lists, firsts = _level0(index), _first_parts(index)
+    assert all(f == lst[: len(f)] for f, lst in zip(firsts, lists))
+    # The heuristic passes candidates over on these crowds: many lists end in a refill.
+    assert sum(len(f) < len(lst) for f, lst in zip(firsts, lists)) > 0.1 * index.ntotal
+    assert all(len(f) > 0 for f in firsts)
+    index.save(tmp_path / "ix")
+    assert _first_parts(pi.PoincareIndex.load(tmp_path / "ix")) == firsts
+    assert index._core.neighbors(0, 99, first_part=True) == []
+
+
 def test_a_version_1_file_loads_with_every_link_and_result_of_the_build_that_wrote_it():
     # Written by the build before this layout (tests/data/format_v1: 600 boundary-tree points,
     # M=4, ids 3i + 7, five removed); it recorded its level-0 lists and results there.
@@ -73,6 +89,9 @@ def test_a_version_1_file_loads_with_every_link_and_result_of_the_build_that_wro
         assert list(loaded._core.neighbors(int(node_id), 0)) == flat[at : at + c].tolist()
         at += c
     assert loaded.check_integrity()["relocated_lists"] >= int((counts > 8).sum())
+    # The file recorded no refill: every list is all first part.
+    core = loaded._core
+    assert all(core.neighbors(int(i), 0, first_part=True) == core.neighbors(int(i), 0) for i in ids)
     loaded.ef_search = 64
     D, I = loaded.search(np.load(V1 / "queries.npy"), 10)
     np.testing.assert_array_equal(I, np.load(V1 / "expected_I.npy"))
