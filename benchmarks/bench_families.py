@@ -169,6 +169,7 @@ def measure(
                 target = float(ef.partition("=")[2])
                 beam = index._beam(K, None, target)
                 point["width"] = "scan" if beam.exact else beam.ef
+                point["walk"] = "first part" if beam.first_part else "whole lists"
                 point["expected_recall_at_10"] = index.expected_recall(K, recall=target)
             for kind, truth in truths.items():
                 point[kind] = recalls(find, getattr(fam, kind), truth, ef, args.repeats)
