@@ -25,8 +25,8 @@ def _boundary_index(n: int = 3000, M: int = 8) -> tuple[pi.PoincareIndex, np.nda
     return index, x
 
 
-def _level0(index: pi.PoincareIndex) -> list[list[int]]:
-    return [list(index._core.neighbors(i, 0)) for i in range(index.ntotal)]
+def _level0(index: pi.PoincareIndex, first_part: bool = False) -> list[list[int]]:
+    return [list(index._core.neighbors(i, 0, first_part=first_part)) for i in range(index.ntotal)]
 
 
 def test_boundary_crowds_relocate_a_few_lists_to_take_repair_links():
@@ -60,19 +60,15 @@ def test_relocated_lists_survive_a_round_trip(tmp_path):
     assert loaded.check_integrity()["unreachable"] == 0
 
 
-def _first_parts(index: pi.PoincareIndex) -> list[list[int]]:
-    return [list(index._core.neighbors(i, 0, first_part=True)) for i in range(index.ntotal)]
-
-
 def test_each_first_part_is_a_prefix_of_its_list_and_survives_a_round_trip(tmp_path):
     index, _ = _boundary_index()
-    lists, firsts = _level0(index), _first_parts(index)
+    lists, firsts = _level0(index), _level0(index, first_part=True)
     assert all(f == lst[: len(f)] for f, lst in zip(firsts, lists))
     # The heuristic passes candidates over on these crowds: many lists end in a refill.
     assert sum(len(f) < len(lst) for f, lst in zip(firsts, lists)) > 0.1 * index.ntotal
     assert all(len(f) > 0 for f in firsts)
     index.save(tmp_path / "ix")
-    assert _first_parts(pi.PoincareIndex.load(tmp_path / "ix")) == firsts
+    assert _level0(pi.PoincareIndex.load(tmp_path / "ix"), first_part=True) == firsts
     assert index._core.neighbors(0, 99, first_part=True) == []
 
 
